@@ -1,0 +1,1 @@
+"""sr: train and evaluate image super-resolution (SR) models with TensorFlow 2."""

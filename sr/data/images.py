@@ -1,0 +1,185 @@
+"""Listing and decoding the image folder: the only place that reads image files.
+
+Every loader, script and test reads images through :func:`list_images`, :func:`load_image` and
+:func:`load_y`, so that the Y channel and the rules for odd inputs (grayscale, RGBA, palette,
+16-bit) are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from sr.data.color import rgb_to_y
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+class ImageFolderError(ValueError):
+    """A folder that cannot serve as a dataset (missing, empty, unreadable images)."""
+
+
+def list_images(folder: str | os.PathLike) -> list[Path]:
+    """PNG and JPEG files directly in ``folder``, sorted by name.
+
+    Raises:
+        ImageFolderError: if the folder does not exist or holds no PNG or JPEG file.
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ImageFolderError(
+            f"image folder {folder} does not exist: set data.hr_dir (or data.val_dir) to a folder "
+            "of PNG or JPEG images, or run without overrides to use the demo photos"
+        )
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise ImageFolderError(f"image folder {folder} holds no .png, .jpg or .jpeg file")
+    return files
+
+
+def load_image(path: str | os.PathLike) -> np.ndarray:
+    """Decode an image to uint8 ``[H, W, 1]`` (grayscale) or ``[H, W, 3]`` (RGB).
+
+    Palette images are expanded, alpha is dropped, 16-bit grayscale is scaled to 8 bits, CMYK is
+    converted to RGB.
+
+    Raises:
+        ImageFolderError: if the file cannot be decoded (names the file).
+    """
+    try:
+        with Image.open(path) as im:
+            im.load()
+            mode = im.mode
+            if mode == "P":
+                im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+                mode = im.mode
+            if mode in ("L", "LA"):
+                arr = np.asarray(im.getchannel(0))[..., None]
+            elif mode in ("I;16", "I;16B", "I;16L", "I"):
+                arr = (np.asarray(im, dtype=np.float64) / 257.0).round().clip(0, 255)
+                arr = arr.astype(np.uint8)[..., None]
+            elif mode in ("1",):
+                arr = np.asarray(im.convert("L"))[..., None]
+            else:
+                arr = np.asarray(im.convert("RGB") if mode != "RGB" else im)
+    except (OSError, ValueError) as e:  # PIL raises these for truncated or unknown files
+        raise ImageFolderError(f"cannot decode image {path}: {e}; remove or replace it") from e
+    return np.ascontiguousarray(arr)
+
+
+def image_to_y(image: np.ndarray) -> np.ndarray:
+    """uint8 ``[H, W]`` Y (BT.601, 16..235, rounded) of a uint8 ``[H, W, 1|3]`` image."""
+    if image.shape[-1] == 1:
+        return image[..., 0]
+    y = rgb_to_y(image)[..., 0]
+    return np.floor(y + 0.5).astype(np.uint8)
+
+
+def load_y(path: str | os.PathLike) -> np.ndarray:
+    """Decode an image and return its Y channel as uint8 ``[H, W]`` (16..235 for RGB input; a
+    grayscale image is its own Y).
+
+    Raises:
+        ImageFolderError: if the file cannot be decoded.
+    """
+    return image_to_y(load_image(path))
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """``(height, width)`` from the file header, without decoding the pixels."""
+    try:
+        with Image.open(path) as im:
+            return im.height, im.width
+    except (OSError, ValueError) as e:
+        raise ImageFolderError(f"cannot read image {path}: {e}; remove or replace it") from e
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    """The usable images of a folder (large enough for the crop), in name order."""
+
+    folder: Path
+    files: tuple[Path, ...]
+    skipped: tuple[str, ...]  # "name (WxH)" of images smaller than the crop
+
+    def fingerprint(self) -> str:
+        """SHA-256 over every listed file's name, size in bytes and mtime in ns."""
+        h = hashlib.sha256()
+        for p in self.files:
+            st = p.stat()
+            h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return h.hexdigest()
+
+
+def scan_folder(folder: str | os.PathLike, min_size: int) -> ImageSet:
+    """List a folder's images and drop those smaller than ``min_size`` on either side.
+
+    Logs one warning naming every skipped image.
+
+    Raises:
+        ImageFolderError: if the folder is missing, empty, or no image is large enough.
+    """
+    files = list_images(folder)
+    keep, skipped = [], []
+    for p in files:
+        h, w = image_size(p)
+        (keep if min(h, w) >= min_size else skipped).append((p, f"{p.name} ({w}x{h})"))
+    if skipped:
+        log.warning(
+            "skipped %d image(s) of %s smaller than the %dx%d crop: %s",
+            len(skipped), folder, min_size, min_size, ", ".join(s for _, s in skipped),
+        )
+    if not keep:
+        raise ImageFolderError(
+            f"no image in {folder} is at least {min_size}x{min_size} pixels (the HR patch with "
+            f"its margin); use larger images or a smaller data.patch_size"
+        )
+    return ImageSet(Path(folder), tuple(p for p, _ in keep), tuple(s for _, s in skipped))
+
+
+def lr_path_for(hr_path: Path, lr_dir: str | os.PathLike, scale: int) -> Path:
+    """The pre-made LR file of ``hr_path``: DIV2K layout ``<stem>x<scale><suffix>`` (0001.png ->
+    0001x4.png), else the same file name.
+
+    Raises:
+        ImageFolderError: if neither exists (names both candidates).
+    """
+    lr_dir = Path(lr_dir).expanduser()
+    for name in (f"{hr_path.stem}x{scale}{hr_path.suffix}", hr_path.name):
+        if (lr_dir / name).is_file():
+            return lr_dir / name
+    raise ImageFolderError(
+        f"no LR image for {hr_path.name} in {lr_dir} (looked for {hr_path.stem}x{scale}"
+        f"{hr_path.suffix} and {hr_path.name}); set data.lr_dir=null to make LR by bicubic"
+    )
+
+
+def load_y_pair(hr_path: Path, lr_dir, scale: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Y of an HR image and, when ``lr_dir`` is set, of its pre-made LR partner.
+
+    Returns:
+        ``(hr_y, lr_y)``: uint8 ``[H, W]`` and uint8 ``[H // scale, W // scale]`` or None.
+
+    Raises:
+        ImageFolderError: if the LR file is missing or its size is not the HR size / scale.
+    """
+    hr = load_y(hr_path)
+    if lr_dir is None:
+        return hr, None
+    lr_path = lr_path_for(hr_path, lr_dir, scale)
+    lr = load_y(lr_path)
+    want = (hr.shape[0] // scale, hr.shape[1] // scale)
+    if lr.shape != want:
+        raise ImageFolderError(
+            f"LR image {lr_path} is {lr.shape[1]}x{lr.shape[0]}, expected {want[1]}x{want[0]} "
+            f"(HR {hr_path.name} / {scale})"
+        )
+    return hr, lr

@@ -1,0 +1,381 @@
+"""Sharded TFRecord patches: writing (with a two-pass shuffle), the manifest, verification, and
+the tf.data read path.
+
+Each record is one ``tf.train.Example`` holding a uint8 Y patch and its shape:
+
+=============  ======  =====================================================================
+key            type    meaning
+=============  ======  =====================================================================
+``hr``         bytes   uint8 HR Y patch, row-major, ``hr_height x hr_width x 1``, with margin
+``hr_height``  int64   rows of ``hr`` (HR patch size + 2 margin)
+``hr_width``   int64   columns of ``hr``
+``lr``         bytes   uint8 pre-made LR Y patch (only when built from ``data.lr_dir``)
+``lr_height``  int64   rows of ``lr`` (0 without ``lr``)
+``lr_width``   int64   columns of ``lr`` (0 without ``lr``)
+``image``      int64   index of the source image in ``manifest["images"]`` (name order)
+``y``, ``x``   int64   top-left corner of ``hr`` in the source image (pixels)
+=============  ======  =====================================================================
+
+Writing is a two-pass external shuffle: pass 1 decodes every image once, in random order, cuts
+its patches and deals them round-robin from a random offset over ``num_shards`` temporary
+buckets (so every image is spread over all shards); pass 2 loads one bucket at a time, permutes
+its records uniformly and writes the shard. Every shard is then a uniform random permutation,
+whatever the file order of the source folder. Peak memory: one shard. Files are written under a
+temporary name and renamed; the manifest is written last, so a folder with a manifest is
+complete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from sr.data.images import ImageSet, load_y_pair
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+FORMAT = "sr-tfrecord-patches/1"
+CHANNEL = "Y of ITU-R BT.601 as MATLAB rgb2ycbcr (16..235), uint8, rounded; gray images as is"
+
+
+@dataclass(frozen=True)
+class PatchParams:
+    """What a set of shards was cut with; shards are rebuilt when any of it changes."""
+
+    patch_size: int  # HR patch P (pixels)
+    scale: int
+    margin: int  # extra pixels on each side of the HR patch (0 with pre-made LR)
+    stride: int  # grid step between patch corners (pixels)
+    lr_dir: str | None  # absolute path of the pre-made LR folder, or None for bicubic LR
+    channel: str = CHANNEL
+
+    @property
+    def crop(self) -> int:
+        return self.patch_size + 2 * self.margin
+
+
+def _int64(v) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+
+
+def _bytes(b: bytes) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[b]))
+
+
+def grid_positions(height: int, width: int, crop: int, stride: int, align: int = 1):
+    """Top-left corners ``[(y, x), ...]`` of ``crop x crop`` windows at ``stride`` (multiples of
+    ``align``) covering an image; the last row and column are pushed to the far border so that
+    the image's bottom and right edges are used too."""
+
+    def axis(n):
+        last = (n - crop) // align * align
+        pos = list(range(0, last + 1, stride))
+        if pos[-1] != last:
+            pos.append(last)
+        return pos
+
+    return [(y, x) for y in axis(height) for x in axis(width)]
+
+
+def serialize_patches(index: int, hr: np.ndarray, lr: np.ndarray | None, params: PatchParams):
+    """Serialized Examples of every grid patch of one image (Y uint8 ``[H, W]``)."""
+    s, crop = params.scale, params.crop
+    align = s if lr is not None else 1
+    stride = max(align, params.stride // align * align)
+    out = []
+    for y, x in grid_positions(hr.shape[0], hr.shape[1], crop, stride, align):
+        feat = {
+            "hr": _bytes(hr[y : y + crop, x : x + crop].tobytes()),
+            "hr_height": _int64(crop),
+            "hr_width": _int64(crop),
+            "image": _int64(index),
+            "y": _int64(y),
+            "x": _int64(x),
+        }
+        if lr is not None:
+            p = params.patch_size // s
+            feat["lr"] = _bytes(lr[y // s : y // s + p, x // s : x // s + p].tobytes())
+            feat["lr_height"] = feat["lr_width"] = _int64(p)
+        else:
+            feat["lr"] = _bytes(b"")
+            feat["lr_height"] = feat["lr_width"] = _int64(0)
+        out.append(tf.train.Example(features=tf.train.Features(feature=feat)).SerializeToString())
+    return out
+
+
+def shard_name(i: int, n: int) -> str:
+    return f"patches-{i:05d}-of-{n:05d}.tfrecord"
+
+
+def write_shards(
+    images: ImageSet,
+    out_dir: str | os.PathLike,
+    params: PatchParams,
+    num_shards: int = 10,
+    seed: int | None = None,
+    workers: int = 2,
+    progress: bool = True,
+) -> dict:
+    """Cut every image of ``images`` into patches and write ``num_shards`` shuffled shards and a
+    manifest to ``out_dir`` (replacing what is there only once the new set is complete).
+
+    Args:
+        images: the usable images (``sr.data.images.scan_folder``).
+        out_dir: destination folder.
+        params: patch size, scale, margin, stride, optional pre-made LR folder.
+        num_shards: number of shard files (>= 1).
+        seed: seed of the write-time shuffle (None: fresh entropy).
+        workers: decode threads.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        The manifest (also written as ``out_dir/manifest.json``).
+
+    Raises:
+        ValueError: if ``num_shards < 1``; ``ImageFolderError`` for an undecodable image.
+    """
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        counts = _write_buckets(images, work, params, num_shards, rng, workers, progress)
+        shards = _shuffle_buckets(work, num_shards, rng, progress)
+        manifest = {
+            "format": FORMAT,
+            "records": int(sum(counts)),
+            "shards": shards,
+            "params": asdict(params),
+            "source": {
+                "hr_dir": str(images.folder.resolve()),
+                "fingerprint": images.fingerprint(),
+                "files": len(images.files),
+                "skipped": list(images.skipped),
+            },
+            "images": [p.name for p in images.files],
+            "patches_per_image": [int(c) for c in counts],
+            "seed": seed,
+            "build_seconds": round(time.perf_counter() - t0, 2),
+        }
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        _swap_into_place(work, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log.info(
+        "wrote %d patches of %d images into %d shards in %s (%.1f s)",
+        manifest["records"], len(images.files), num_shards, out_dir, manifest["build_seconds"],
+    )
+    return manifest
+
+
+def _write_buckets(images, work, params, num_shards, rng, workers, progress) -> list[int]:
+    order = rng.permutation(len(images.files))
+    writers = [tf.io.TFRecordWriter(str(work / f"bucket-{i}")) for i in range(num_shards)]
+    counts = [0] * len(images.files)
+    lr_dir = params.lr_dir
+
+    def decode(i):
+        return i, load_y_pair(images.files[i], lr_dir, params.scale)
+
+    try:
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            decoded = pool.map(decode, order)
+            bar = tqdm(decoded, total=len(order), desc="patches", unit="img", disable=not progress)
+            for i, (hr, lr) in bar:
+                records = serialize_patches(int(i), hr, lr, params)
+                counts[i] = len(records)
+                offset = int(rng.integers(num_shards))
+                for k, j in enumerate(rng.permutation(len(records))):
+                    writers[(offset + k) % num_shards].write(records[j])
+    finally:
+        for w in writers:
+            w.close()
+    return counts
+
+
+def _shuffle_buckets(work, num_shards, rng, progress) -> list[dict]:
+    shards = []
+    for i in tqdm(range(num_shards), desc="shuffle", unit="shard", disable=not progress):
+        bucket = work / f"bucket-{i}"
+        records = [r.numpy() for r in tf.data.TFRecordDataset(str(bucket))]
+        name = shard_name(i, num_shards)
+        with tf.io.TFRecordWriter(str(work / name)) as w:
+            for j in rng.permutation(len(records)):
+                w.write(records[j])
+        bucket.unlink()
+        shards.append({"file": name, "records": len(records)})
+    return shards
+
+
+def _swap_into_place(work: Path, out_dir: Path) -> None:
+    final = out_dir.parent / f".{out_dir.name}.new"
+    shutil.rmtree(final, ignore_errors=True)
+    work.rename(final)
+    old = out_dir.parent / f".{out_dir.name}.old"
+    if out_dir.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+    final.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_manifest(out_dir) -> dict | None:
+    """The manifest of a shard folder, or None if there is no complete set there."""
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    if manifest.get("format") != FORMAT:
+        return None
+    return manifest
+
+
+def stale_reason(manifest: dict | None, out_dir, images: ImageSet, params: PatchParams):
+    """Why the shards in ``out_dir`` cannot be used for ``images`` and ``params`` (None: usable)."""
+    if manifest is None:
+        return f"no shards in {out_dir}"
+    if manifest["params"] != asdict(params):
+        return f"parameters changed: {manifest['params']} -> {asdict(params)}"
+    if manifest["source"]["fingerprint"] != images.fingerprint():
+        return f"the files of {images.folder} changed (names, sizes or mtimes)"
+    for shard in manifest["shards"]:
+        if not (Path(out_dir) / shard["file"]).is_file():
+            return f"shard {shard['file']} is missing"
+    return None
+
+
+def _feature_spec():
+    return {
+        "hr": tf.io.FixedLenFeature([], tf.string),
+        "hr_height": tf.io.FixedLenFeature([], tf.int64),
+        "hr_width": tf.io.FixedLenFeature([], tf.int64),
+        "lr": tf.io.FixedLenFeature([], tf.string),
+        "lr_height": tf.io.FixedLenFeature([], tf.int64),
+        "lr_width": tf.io.FixedLenFeature([], tf.int64),
+        "image": tf.io.FixedLenFeature([], tf.int64),
+        "y": tf.io.FixedLenFeature([], tf.int64),
+        "x": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def _decode_raw(raw, height, width, want: int) -> tf.Tensor:
+    """uint8 ``[B, want, want, 1]`` from a batch of byte strings, checked against stored shapes."""
+    check = tf.debugging.assert_equal(
+        tf.stack([height, width]), tf.cast(want, tf.int64),
+        message=f"record shape differs from the manifest's {want}x{want}: rebuild the shards",
+    )
+    with tf.control_dependencies([check]):
+        flat = tf.io.decode_raw(raw, tf.uint8)
+    return tf.reshape(flat, [-1, want, want, 1])
+
+
+def parse_batch(serialized: tf.Tensor, params: PatchParams) -> dict[str, tf.Tensor]:
+    """Parse a batch of serialized Examples (one vectorised ``parse_example``).
+
+    Returns:
+        ``{"hr": uint8 [B, crop, crop, 1], "image": int32 [B]}`` plus ``"lr": uint8
+        [B, P/s, P/s, 1]`` for shards built from pre-made LR.
+    """
+    f = tf.io.parse_example(serialized, _feature_spec())
+    out = {
+        "hr": _decode_raw(f["hr"], f["hr_height"], f["hr_width"], params.crop),
+        "image": tf.cast(f["image"], tf.int32),
+    }
+    if params.lr_dir is not None:
+        p = params.patch_size // params.scale
+        out["lr"] = _decode_raw(f["lr"], f["lr_height"], f["lr_width"], p)
+    return out
+
+
+def read_patches(
+    out_dir,
+    manifest: dict,
+    batch_size: int,
+    shuffle_buffer: int,
+    seed: int | None = None,
+    deterministic: bool = False,
+) -> tf.data.Dataset:
+    """Endless dataset of parsed patch batches (see :func:`parse_batch`) from a shard folder.
+
+    Shard order is reshuffled every epoch, shards are read interleaved in parallel (one record
+    from each in turn), records pass a shuffle buffer, are batched, and only then parsed, as one
+    op per batch. No Python runs per record.
+    """
+    params = PatchParams(**manifest["params"])
+    files = shard_files(out_dir, manifest)
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.interleave(
+        lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 20),
+        cycle_length=len(files),
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
+    if shuffle_buffer > 1:
+        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    return ds.map(lambda s: parse_batch(s, params), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def verify_shards(out_dir, count: int = 100, seed: int | None = 0) -> int:
+    """Compare ``count`` random records with crops of their re-decoded source images.
+
+    Returns:
+        The number of records checked.
+
+    Raises:
+        ValueError: naming the first record whose pixels differ from its source.
+    """
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        raise ValueError(f"{out_dir} holds no complete shard set (no {MANIFEST})")
+    params = PatchParams(**manifest["params"])
+    folder = Path(manifest["source"]["hr_dir"])
+    raw = tf.data.Dataset.from_tensor_slices(shard_files(out_dir, manifest))
+    raw = raw.interleave(tf.data.TFRecordDataset, cycle_length=len(manifest["shards"]))
+    raw = raw.shuffle(1000, seed=seed).take(count).batch(1)
+    cache: dict[int, tuple] = {}
+    checked = 0
+    for serialized in raw:
+        f = tf.io.parse_example(serialized, _feature_spec())
+        rec = parse_batch(serialized, params)
+        i, y, x = int(f["image"][0]), int(f["y"][0]), int(f["x"][0])
+        if i not in cache:
+            cache = {i: load_y_pair(folder / manifest["images"][i], params.lr_dir, params.scale)}
+        hr, lr = cache[i]
+        c = params.crop
+        if not np.array_equal(rec["hr"][0, ..., 0].numpy(), hr[y : y + c, x : x + c]):
+            raise ValueError(
+                f"record of {manifest['images'][i]} at y={y}, x={x} differs from the source: "
+                f"rebuild the shards with scripts/make_tfrecords.py"
+            )
+        if lr is not None:
+            s, p = params.scale, params.patch_size // params.scale
+            if not np.array_equal(rec["lr"][0, ..., 0].numpy(), lr[y // s : y // s + p, x // s : x // s + p]):
+                raise ValueError(f"LR of record {manifest['images'][i]} y={y} x={x} differs")
+        checked += 1
+    return checked
+
+
+def shard_files(out_dir, manifest: dict) -> Sequence[str]:
+    return [str(Path(out_dir) / s["file"]) for s in manifest["shards"]]

@@ -1,0 +1,109 @@
+"""PSNR and SSIM on the Y channel with the SR literature's protocol.
+
+Protocol (SRCNN, VDSR, EDSR, RCAN tables): HR cropped to a multiple of the scale, LR by MATLAB
+bicubic, metrics on Y of BT.601 (MATLAB ``rgb2ycbcr``, 16..235) computed from 8-bit RGB, ``scale``
+pixels cropped from every border, PSNR with peak 255, SSIM of Wang et al. 2004 (11x11 Gaussian
+window, sigma 1.5, K1 = 0.01, K2 = 0.03, statistics over the valid part of the window). A
+single-channel image is its own Y. Everything is computed in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+from sr.data.color import rgb_to_y
+
+SSIM_SIGMA = 1.5
+SSIM_RADIUS = 5  # 11x11 window
+SSIM_K1, SSIM_K2 = 0.01, 0.03
+
+
+def to_y(image) -> np.ndarray:
+    """Y in [0, 255] (float64 ``[H, W]``) of an 8-bit-range image for scoring.
+
+    Args:
+        image: ``[H, W]``, ``[H, W, 1]`` (its own Y) or ``[H, W, 3]`` RGB (an alpha channel, if
+            present as a 4th channel, is ignored), values in [0, 255].
+
+    Returns:
+        float64 ``[H, W]``: Y of BT.601 in [16, 235] for RGB, the values themselves otherwise.
+
+    Raises:
+        ValueError: on any other shape.
+    """
+    x = np.asarray(image, dtype=np.float64)
+    if x.ndim == 2:
+        return x
+    if x.ndim == 3 and x.shape[-1] in (1, 2):  # gray, or gray + alpha
+        return x[..., 0]
+    if x.ndim == 3 and x.shape[-1] in (3, 4):
+        return rgb_to_y(x[..., :3])[..., 0]
+    raise ValueError(f"expected an image [H, W], [H, W, 1|3|4], got shape {x.shape}")
+
+
+def crop_border(x: np.ndarray, border: int) -> np.ndarray:
+    """Cut ``border`` pixels from each side of the two leading (spatial) axes."""
+    if border <= 0:
+        return x
+    if x.shape[0] <= 2 * border or x.shape[1] <= 2 * border:
+        raise ValueError(f"image {x.shape[:2]} is too small to crop a border of {border} pixels")
+    return x[border:-border, border:-border]
+
+
+def _check_pair(sr_y, hr_y) -> tuple[np.ndarray, np.ndarray]:
+    sr_y = np.asarray(sr_y, dtype=np.float64)
+    hr_y = np.asarray(hr_y, dtype=np.float64)
+    if sr_y.shape != hr_y.shape or sr_y.ndim != 2:
+        raise ValueError(f"SR and HR must be [H, W] of one shape, got {sr_y.shape} and {hr_y.shape}")
+    return sr_y, hr_y
+
+
+def psnr(sr_y, hr_y, border: int = 0, peak: float = 255.0) -> float:
+    """PSNR in dB: ``10 log10(peak^2 / MSE)`` after cropping ``border`` pixels from each side.
+
+    Args:
+        sr_y, hr_y: ``[H, W]`` Y channels, values in [0, ``peak``] (not rounded here).
+        border: pixels cut from every border, ``scale`` in the SR protocol.
+        peak: 255 for 8-bit-range data.
+
+    Returns:
+        PSNR in dB; ``inf`` for identical images.
+    """
+    sr_y, hr_y = _check_pair(sr_y, hr_y)
+    mse = np.mean((crop_border(sr_y, border) - crop_border(hr_y, border)) ** 2)
+    return float("inf") if mse == 0 else float(10.0 * np.log10(peak**2 / mse))
+
+
+def _gaussian_filter_valid(x: np.ndarray) -> np.ndarray:
+    # Separable 11x11 Gaussian (sigma 1.5, normalised) keeping only positions where the whole
+    # window lies inside the image, as Wang et al.'s ssim_index.m does with filter2(..., 'valid').
+    out = ndimage.gaussian_filter(x, SSIM_SIGMA, truncate=SSIM_RADIUS / SSIM_SIGMA, mode="reflect")
+    r = SSIM_RADIUS
+    return out[r:-r, r:-r]
+
+
+def ssim(sr_y, hr_y, border: int = 0, peak: float = 255.0) -> float:
+    """Mean SSIM of Wang et al., "Image quality assessment: from error visibility to structural
+    similarity", IEEE TIP 2004, as their ``ssim_index.m``: 11x11 Gaussian window (sigma 1.5),
+    K1 = 0.01, K2 = 0.03, population statistics, valid positions only.
+
+    Args:
+        sr_y, hr_y: ``[H, W]`` Y channels in [0, ``peak``]; at least 11x11 after the crop.
+        border: pixels cut from every border before the window slides.
+        peak: dynamic range L.
+
+    Returns:
+        Mean SSIM in [-1, 1].
+    """
+    x, y = (crop_border(a, border) for a in _check_pair(sr_y, hr_y))
+    if min(x.shape) < 2 * SSIM_RADIUS + 1:
+        raise ValueError(f"SSIM needs at least 11x11 pixels after the border crop, got {x.shape}")
+    c1, c2 = (SSIM_K1 * peak) ** 2, (SSIM_K2 * peak) ** 2
+    mu_x, mu_y = _gaussian_filter_valid(x), _gaussian_filter_valid(y)
+    var_x = _gaussian_filter_valid(x * x) - mu_x**2
+    var_y = _gaussian_filter_valid(y * y) - mu_y**2
+    cov = _gaussian_filter_valid(x * y) - mu_x * mu_y
+    num = (2 * mu_x * mu_y + c1) * (2 * cov + c2)
+    den = (mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2)
+    return float(np.mean(num / den))

@@ -1,0 +1,39 @@
+"""ESPCN: W. Shi et al., "Real-Time Single Image and Video Super-Resolution Using an Efficient
+Sub-Pixel Convolutional Neural Network", CVPR 2016.
+
+Three convolutions on the LR image (5x5 with 64 filters, 3x3 with 32, 3x3 with r^2 C, tanh between
+them) and a pixel shuffle. All the work happens at LR resolution, which makes it the CPU-friendly
+default of this project.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from sr.models.layers import PixelShuffle, float32_output
+
+
+def build_espcn(
+    scale: int = 4,
+    channels: int = 1,
+    features: tuple[int, int] = (64, 32),
+    activation: str = "tanh",
+) -> keras.Model:
+    """Build ESPCN.
+
+    Args:
+        scale: upscaling factor r.
+        channels: image channels C (1 for the Y channel).
+        features: filters of the first two convolutions (paper: 64, 32).
+        activation: between convolutions (paper: tanh).
+
+    Returns:
+        Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, r h, r w, C]``.
+    """
+    f1, f2 = features
+    lr = keras.Input(shape=(None, None, channels), name="lr")
+    x = keras.layers.Conv2D(f1, 5, padding="same", activation=activation)(lr)
+    x = keras.layers.Conv2D(f2, 3, padding="same", activation=activation)(x)
+    x = keras.layers.Conv2D(channels * scale**2, 3, padding="same")(x)
+    x = PixelShuffle(scale)(x)
+    return keras.Model(lr, float32_output(x), name=f"espcn_x{scale}")

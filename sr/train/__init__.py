@@ -1,0 +1,1 @@
+"""Training: the loop, checkpoints, step timing, validation and TensorBoard logging."""

@@ -1,0 +1,102 @@
+"""Checkpoints of a run, and loading a trained model back from a run directory.
+
+A run directory (Hydra's output directory of ``train.py``) holds:
+- ``.hydra/config.yaml``: the composed config (``model`` is instantiable, ``data.scale`` the scale);
+- ``checkpoints/``: ``tf.train.CheckpointManager`` files of ``tf.train.Checkpoint(model=...,
+  optimizer=..., step=...)``;
+- ``tb/``: TensorBoard event files; ``train.log``: the console log.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+import keras
+import tensorflow as tf
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+class RunDirError(ValueError):
+    """A run directory without the config or checkpoint it should hold."""
+
+
+def make_checkpoint(model: keras.Model, optimizer=None, step: tf.Variable | None = None):
+    """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step``."""
+    parts = {"model": model}
+    if optimizer is not None:
+        parts["optimizer"] = optimizer
+    if step is not None:
+        parts["step"] = step
+    return tf.train.Checkpoint(**parts)
+
+
+def make_manager(checkpoint: tf.train.Checkpoint, run_dir, max_to_keep: int = 3):
+    """``tf.train.CheckpointManager`` over ``<run_dir>/checkpoints`` (writes are atomic: a
+    checkpoint is listed only once all its files are written)."""
+    return tf.train.CheckpointManager(
+        checkpoint, str(Path(run_dir) / CHECKPOINT_DIR), max_to_keep=max_to_keep
+    )
+
+
+def load_run_config(run_dir) -> DictConfig:
+    """The composed config a run was started with.
+
+    Raises:
+        RunDirError: if ``<run_dir>/.hydra/config.yaml`` is missing.
+    """
+    path = Path(run_dir) / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a run directory of train.py: {path} is missing")
+    return OmegaConf.load(path)
+
+
+def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
+    """Path prefix of the chosen checkpoint (``ckpt-N`` or a full prefix), else the latest.
+
+    Raises:
+        RunDirError: if there is none.
+    """
+    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
+    if checkpoint:
+        prefix = Path(checkpoint) if Path(checkpoint).is_absolute() else ckpt_dir / checkpoint
+        if not Path(f"{prefix}.index").is_file():
+            raise RunDirError(f"no checkpoint {prefix} (expected {prefix}.index)")
+        return str(prefix)
+    latest = tf.train.latest_checkpoint(str(ckpt_dir))
+    if latest is None:
+        raise RunDirError(f"no checkpoint in {ckpt_dir}: train first, or pick another run")
+    return latest
+
+
+def build_model(cfg: DictConfig) -> keras.Model:
+    """Instantiate ``cfg.model`` (a builder with ``_target_``) at ``cfg.data.scale``."""
+    return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale)
+
+
+def load_model_from_run(run_dir, checkpoint: str | None = None) -> tuple[keras.Model, DictConfig, int]:
+    """Rebuild a run's model and restore its weights.
+
+    Args:
+        run_dir: output directory of a ``train.py`` run.
+        checkpoint: ``ckpt-N`` (or a checkpoint prefix); None for the latest.
+
+    Returns:
+        ``(model, cfg, step)``: the Keras model with restored weights, the run's config, and the
+        training step the checkpoint was saved at.
+
+    Raises:
+        RunDirError: if the run directory has no config or no checkpoint.
+    """
+    cfg = load_run_config(run_dir)
+    model = build_model(cfg)
+    step = tf.Variable(0, dtype=tf.int64)
+    path = find_checkpoint(run_dir, checkpoint)
+    make_checkpoint(model, step=step).restore(path).expect_partial().assert_existing_objects_matched()
+    log.info("restored %s (step %d)", path, int(step))
+    return model, cfg, int(step)
