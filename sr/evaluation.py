@@ -1,0 +1,122 @@
+"""The evaluation protocol of the SR literature, shared by training-time validation and
+``scripts/evaluate.py``.
+
+For each HR image (uint8, RGB or gray):
+1. HR cropped to a multiple of the scale (top-left kept, as MATLAB ``modcrop``);
+2. LR = MATLAB-equivalent bicubic downscale of the HR RGB (``sr.data.degrade``), rounded to 8 bits
+   like a saved LR image;
+3. the model super-resolves Y of that LR (float, 16..235, divided by 255); its output is rounded
+   to 8 bits like a saved SR image;
+4. the bicubic baseline upscales the LR RGB with the same operator, rounded to 8 bits, then Y;
+5. PSNR (peak 255) and SSIM on Y against Y of the HR, ``scale`` pixels cropped from each border.
+
+With this protocol bicubic x4 gives the published 28.42 dB / 0.8104 on Set5 and 26.00 / 0.7027 on
+Set14 (``../shared/datasets/README.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from sr.data.degrade import bicubic_downscale, bicubic_upscale, quantize
+from sr.data.images import list_images, load_image
+from sr.metrics import psnr, ssim, to_y
+
+
+def modcrop(image: np.ndarray, scale: int) -> np.ndarray:
+    """Crop ``[H, W, ...]`` to the largest multiple of ``scale`` (top-left kept)."""
+    h, w = image.shape[0] // scale * scale, image.shape[1] // scale * scale
+    return image[:h, :w]
+
+
+@dataclass
+class EvalImage:
+    """One image prepared for scoring. All arrays are float64 on the [0, 255] scale."""
+
+    name: str
+    hr_y: np.ndarray  # [H, W], Y of the cropped HR (not rounded)
+    lr: np.ndarray  # [H/s, W/s, C], the 8-bit LR image (C = 1 or 3)
+    lr_y: np.ndarray  # [H/s, W/s], Y of the LR (model input times 255)
+    bicubic_y: np.ndarray  # [H, W], Y of the 8-bit bicubic upscale of the LR
+
+
+def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
+    """HR crop, LR, bicubic baseline of one uint8 ``[H, W, 1|3]`` image (protocol steps 1, 2, 4).
+
+    Raises:
+        ValueError: if the image is too small for the scale.
+    """
+    hr = modcrop(np.asarray(image), scale).astype(np.float64)
+    if min(hr.shape[:2]) < 3 * scale:
+        raise ValueError(f"image {name} {image.shape[:2]} is too small for scale {scale}")
+    lr = quantize(bicubic_downscale(hr, scale)).numpy().astype(np.float64)
+    bicubic = quantize(bicubic_upscale(lr, scale)).numpy().astype(np.float64)
+    return EvalImage(name, to_y(hr), lr, to_y(lr), to_y(bicubic))
+
+
+def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:
+    """Run a Y-channel model on one LR Y image.
+
+    Args:
+        model: Keras model ``[1, h, w, 1]`` in [0, 1] to ``[1, s h, s w, 1]``.
+        lr_y: ``[h, w]`` Y on the [0, 255] scale.
+
+    Returns:
+        float64 ``[s h, s w]`` on the 8-bit grid 0..255 (rounded and clipped).
+    """
+    x = tf.convert_to_tensor(lr_y[np.newaxis, :, :, np.newaxis] / 255.0, tf.float32)
+    out = model(x, training=False)
+    return quantize(out[0, :, :, 0], peak=1.0).numpy().astype(np.float64) * 255.0
+
+
+def score(sr_y: np.ndarray, hr_y: np.ndarray, scale: int) -> tuple[float, float]:
+    """``(PSNR in dB, SSIM)`` on Y with ``scale`` pixels cropped from each border."""
+    return psnr(sr_y, hr_y, border=scale), ssim(sr_y, hr_y, border=scale)
+
+
+def evaluate_images(model, files, scale: int, keep: int = 0) -> dict:
+    """Score ``model`` (or only bicubic, with ``model=None``) on image files.
+
+    Args:
+        model: Y-channel Keras model, or None.
+        files: image paths.
+        scale: s.
+        keep: keep the arrays of the first ``keep`` images (for TensorBoard panels).
+
+    Returns:
+        ``{"n": count, "psnr": mean dB, "ssim": mean, "psnr_bicubic": ..., "ssim_bicubic": ...,
+        "per_image": {name: {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}},
+        "panels": [(name, bicubic_y, sr_y, hr_y), ...]}``; model keys are absent when
+        ``model`` is None.
+    """
+    per_image, panels = {}, []
+    for path in files:
+        name = Path(path).name
+        item = prepare(load_image(path), scale, name)
+        row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
+        if model is not None:
+            sr_y = super_resolve_y(model, item.lr_y)
+            row.update(zip(("psnr", "ssim"), score(sr_y, item.hr_y, scale)))
+            if len(panels) < keep:
+                panels.append((name, item.bicubic_y, sr_y, item.hr_y))
+        per_image[name] = row
+    result = {"n": len(per_image), "per_image": per_image, "panels": panels}
+    for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
+        values = [r[key] for r in per_image.values() if key in r]
+        if values:
+            result[key] = float(np.mean(values))
+    return result
+
+
+def evaluate_folder(model, folder: str | os.PathLike, scale: int, keep: int = 0) -> dict:
+    """:func:`evaluate_images` over every PNG/JPEG of ``folder`` (name order).
+
+    Raises:
+        ImageFolderError: if the folder is missing or empty.
+    """
+    return evaluate_images(model, list_images(folder), scale, keep)
