@@ -89,17 +89,31 @@ class PatchPool:
         with ThreadPoolExecutor(self.decode_workers, thread_name_prefix="decode") as ex:
             queue: deque = deque()
 
-            def order():
-                while True:
-                    yield from rng.permutation(n)
+            pending: deque = deque()  # file indices in epoch order, reshuffled every epoch
+            active: dict[int, int] = {}  # file index -> copies in the pool or being decoded
 
-            files = order()
+            def next_file() -> int:
+                # the first pending file not already in the pool, so that a batch's patches come
+                # from distinct images even when the pool holds most of the folder
+                if len(pending) < n:
+                    pending.extend(int(i) for i in rng.permutation(n))
+                for _ in range(len(pending)):
+                    i = pending.popleft()
+                    if not active.get(i):
+                        return i
+                    pending.append(i)
+                return pending.popleft()  # every file is in the pool already
 
             def next_image():
                 while len(queue) < ahead + 1:
-                    queue.append(ex.submit(self._decode, int(next(files))))
+                    i = next_file()
+                    active[i] = active.get(i, 0) + 1
+                    queue.append(ex.submit(self._decode, i))
                 self.decodes += 1
                 return queue.popleft().result()
+
+            def release(item):
+                active[item[0]] -= 1
 
             pool, budget, used = [], [], 0
             keep_all = n <= self.pool_size
@@ -108,6 +122,7 @@ class PatchPool:
                 size = item[1].nbytes + (0 if item[2] is None else item[2].nbytes)
                 if pool and used + size > self.pool_bytes:
                     keep_all = False
+                    release(item)
                     break
                 pool.append(item)
                 used += size
@@ -134,6 +149,7 @@ class PatchPool:
                 for j in self._last_picks:
                     budget[j] -= 1
                 for j in [j for j in set(self._last_picks) if budget[j] <= 0]:
+                    release(pool[j])
                     pool[j] = next_image()
                     budget[j] = self.patches_per_image
 

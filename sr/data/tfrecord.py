@@ -285,7 +285,8 @@ def _decode_raw(raw, height, width, want: int) -> tf.Tensor:
     )
     with tf.control_dependencies([check]):
         flat = tf.io.decode_raw(raw, tf.uint8)
-    return tf.reshape(flat, [-1, want, want, 1])
+    batch = raw.shape[0] if raw.shape[0] is not None else -1  # keep a static batch size
+    return tf.reshape(flat, [batch, want, want, 1])
 
 
 def parse_batch(serialized: tf.Tensor, params: PatchParams) -> dict[str, tf.Tensor]:
