@@ -1,0 +1,83 @@
+"""Export a trained run as a TensorFlow SavedModel for serving.
+
+    python scripts/export.py <run dir> <output folder> [--checkpoint ckpt-N]
+
+The SavedModel's ``serving_default`` signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3)
+and returns ``sr``: uint8 RGB ``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.601) through the
+model, Cb and Cr by the project's bicubic, back to RGB, rounded. It is the graph of
+``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
+
+Load it back with::
+
+    m = tf.saved_model.load("<output folder>")
+    sr = m.signatures["serving_default"](lr=tf.constant(rgb[None]))["sr"][0].numpy()
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
+from sr.inference import serving_module  # noqa: E402
+from sr.train.checkpoint import RunDirError, load_model_from_run  # noqa: E402
+
+
+def export(run_dir, out_dir, checkpoint: str | None = None) -> tuple[Path, int, int]:
+    """Write the SavedModel of a run's checkpoint.
+
+    Args:
+        run_dir: run directory of ``train.py``.
+        out_dir: SavedModel folder to write (must not exist, or be empty).
+        checkpoint: ``ckpt-N``; None for the latest.
+
+    Returns:
+        ``(out_dir, scale, step)``.
+
+    Raises:
+        RunDirError: for a run without config or checkpoint.
+        ValueError: if ``out_dir`` exists and is not an empty folder.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ValueError(f"output {out_dir} already exists and is not empty: pick a new folder")
+    model, cfg, step = load_model_from_run(run_dir, checkpoint)
+    scale = int(cfg.data.scale)
+    module = serving_module(model, scale)
+    tf.saved_model.save(module, str(out_dir), signatures={"serving_default": module.serve})
+    return out_dir, scale, step
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="export.py",
+        description="SavedModel: uint8 RGB [1, H, W, 3] -> uint8 RGB [1, sH, sW, 3].",
+    )
+    parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
+    parser.add_argument("out", help="SavedModel folder to create")
+    parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        out, scale, step = export(args.run, args.out, args.checkpoint)
+    except (RunDirError, ValueError) as e:
+        print(f"export.py: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"exported {args.run} (step {step}, x{scale}) to {out}: serving_default(lr: uint8 "
+        f"[1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

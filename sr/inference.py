@@ -1,0 +1,267 @@
+"""Upscaling whole images with a trained Y-channel model: the logic shared by ``scripts/upscale.py``
+and ``scripts/export.py``.
+
+An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.data.color.rgb_to_y``,
+the one Y conversion of the project) goes through the model; Cb and Cr (``sr.data.ycbcr``) and an
+alpha channel are upscaled by the project's one bicubic operator (``sr.data.degrade``,
+MATLAB-equivalent); the result is converted back to RGB and rounded to 8 bits. A grayscale image
+is its own Y. One TensorFlow graph (:meth:`Upscaler.graph`) does all of it, so that upscale.py and
+the exported SavedModel compute the same thing.
+
+Large images are processed in tiles of ``tile`` x ``tile`` input pixels, each read with
+``overlap`` extra input pixels on every side that are cut away after upscaling. With an overlap at
+least the model's receptive-field radius (at LR resolution) plus the bicubic kernel's radius of 2,
+each output pixel sees exactly the input it sees in the untiled image, so tiling changes nothing
+beyond float rounding; :func:`default_overlap` computes that bound from the model's layers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+from PIL import Image
+
+from sr.data.degrade import bicubic_upscale, quantize
+from sr.data.images import ImageFolderError, load_image
+from sr.data.ycbcr import rgb_to_ycbcr, ycbcr_to_rgb
+from sr.models.layers import PixelShuffle
+
+log = logging.getLogger(__name__)
+
+BICUBIC_RADIUS = 2  # Keys' cubic reaches 2 input pixels on each side when upscaling
+MIN_SIZE = 3  # bicubic_upscale mirrors 3 pixels at each border
+FALLBACK_OVERLAP = 32  # for models whose receptive field cannot be read from their layers
+MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # output mode by channel count
+
+# Layers that act on each pixel alone (no spatial extent).
+_POINTWISE = (
+    keras.layers.InputLayer,
+    keras.layers.Activation,
+    keras.layers.ReLU,
+    keras.layers.LeakyReLU,
+    keras.layers.PReLU,
+    keras.layers.Add,
+    keras.layers.Subtract,
+    keras.layers.Multiply,
+    keras.layers.Concatenate,
+    keras.layers.Rescaling,
+    keras.layers.Dropout,
+    keras.layers.BatchNormalization,
+)
+
+
+def receptive_radius(model) -> float | None:
+    """Upper bound of a model's receptive-field radius, in input (LR) pixels.
+
+    Sums the radius of every 2-D convolution at its resolution (a convolution after pixel
+    shuffles of total factor f reaches ``radius / f`` LR pixels); exact for a chain (ESPCN) and an
+    upper bound with skip connections (EDSR).
+
+    Args:
+        model: a Keras model (nested models are walked), or any other callable.
+
+    Returns:
+        The radius in LR pixels, or None when a layer of unknown spatial extent (pooling,
+        strided convolution, resizing, Lambda, ...) or a non-Keras callable is met.
+    """
+    if not isinstance(model, keras.Model):
+        return None
+    radius, factor = 0.0, 1
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.Model):
+            continue
+        if isinstance(layer, PixelShuffle):
+            factor *= layer.factor
+        elif isinstance(layer, keras.layers.Conv2D):  # also covers DepthwiseConv2D, SeparableConv2D
+            if tuple(layer.strides) != (1, 1) or isinstance(layer, keras.layers.Conv2DTranspose):
+                return None
+            reach = [math.ceil((k - 1) * d / 2) for k, d in zip(layer.kernel_size, layer.dilation_rate)]
+            radius += max(reach) / factor
+        elif not isinstance(layer, _POINTWISE):
+            return None
+    return radius
+
+
+def default_overlap(model) -> int:
+    """Tile overlap (input pixels) that makes tiled upscaling equal to untiled: the receptive
+    radius of :func:`receptive_radius`, rounded up, plus the bicubic radius 2; 32 when the model's
+    receptive field is unknown (then tiling may differ slightly at tile seams)."""
+    radius = receptive_radius(model)
+    if radius is None:
+        log.warning("receptive field of the model unknown: tile overlap %d", FALLBACK_OVERLAP)
+        return FALLBACK_OVERLAP
+    return math.ceil(radius) + BICUBIC_RADIUS
+
+
+class Upscaler:
+    """Upscale uint8 images (gray, gray + alpha, RGB, RGBA) by a Y-channel SR model.
+
+    Args:
+        model: Keras model (or callable ``model(x, training=False)``) from float32
+            ``[B, h, w, 1]`` in [0, 1] to ``[B, s h, s w, 1]``.
+        scale: s, the model's factor.
+        overlap: tile overlap in input pixels; None for :func:`default_overlap`.
+
+    Raises:
+        ValueError: for an overlap below the bicubic radius (2).
+    """
+
+    def __init__(self, model, scale: int, overlap: int | None = None):
+        self.model = model
+        self.scale = int(scale)
+        self.overlap = default_overlap(model) if overlap is None else int(overlap)
+        if self.overlap < BICUBIC_RADIUS:
+            raise ValueError(
+                f"tile overlap {self.overlap} is too small: use at least {BICUBIC_RADIUS} pixels "
+                f"(the bicubic kernel's reach), or leave it unset for the model's receptive field"
+            )
+        self._functions: dict[int, tf.types.experimental.GenericFunction] = {}
+
+    def graph(self, image: tf.Tensor) -> tf.Tensor:
+        """The upscaling graph (TensorFlow ops only, traced by :meth:`function` and export).
+
+        Args:
+            image: uint8 ``[B, h, w, C]``, C = 1 (gray), 2 (gray + alpha), 3 (RGB), 4 (RGBA);
+                h, w >= 3.
+
+        Returns:
+            uint8 ``[B, s h, s w, C]``: Y (or gray) by the model, Cb, Cr and alpha by bicubic,
+            back to RGB, rounded half up and clipped to 0..255.
+        """
+        channels = image.shape[-1]
+        x = tf.cast(image, tf.float32)
+        if channels in (1, 2):
+            y, others = x[..., :1], x[..., 1:]
+        else:
+            ycbcr = rgb_to_ycbcr(x[..., :3])
+            y, others = ycbcr[..., :1], tf.concat([ycbcr[..., 1:], x[..., 3:]], axis=-1)
+        parts = [tf.cast(self.model(y / 255.0, training=False), tf.float32) * 255.0]
+        if others.shape[-1]:
+            parts.append(bicubic_upscale(others, self.scale))
+        out = tf.concat(parts, axis=-1)
+        if channels >= 3:
+            out = tf.concat([ycbcr_to_rgb(out[..., :3]), out[..., 3:]], axis=-1)
+        return tf.cast(quantize(out), tf.uint8)
+
+    def function(self, channels: int):
+        """:meth:`graph` as a ``tf.function`` for uint8 ``[1, None, None, channels]`` (one trace
+        for every size)."""
+        if channels not in MODES:
+            raise ValueError(f"images must have 1, 2, 3 or 4 channels, got {channels}")
+        if channels not in self._functions:
+            spec = tf.TensorSpec([1, None, None, channels], tf.uint8, name="lr")
+            self._functions[channels] = tf.function(self.graph, input_signature=[spec])
+        return self._functions[channels]
+
+    def __call__(self, image: np.ndarray, tile: int = 0) -> np.ndarray:
+        """Upscale one image, in overlapping tiles when it is larger than ``tile``.
+
+        Args:
+            image: uint8 ``[h, w, C]`` (C = 1, 2, 3 or 4), h, w >= 3.
+            tile: tile side in input pixels (each tile is read with ``self.overlap`` more pixels
+                on every side); 0 for no tiling. Memory then grows with ``(tile + 2 overlap)^2``,
+                not with the image.
+
+        Returns:
+            uint8 ``[s h, s w, C]``.
+
+        Raises:
+            ValueError: for an image that is not ``[h, w, 1|2|3|4]`` uint8, is smaller than 3x3,
+                or a negative tile.
+        """
+        image = np.asarray(image)
+        if image.ndim != 3 or image.dtype != np.uint8 or image.shape[-1] not in MODES:
+            raise ValueError(
+                f"expected a uint8 image [h, w, 1|2|3|4], got {image.dtype} {image.shape}"
+            )
+        h, w, channels = image.shape
+        if min(h, w) < MIN_SIZE:
+            raise ValueError(
+                f"image {w}x{h} is too small: upscaling needs at least {MIN_SIZE}x{MIN_SIZE} pixels"
+            )
+        if tile < 0:
+            raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
+        fn, s = self.function(channels), self.scale
+        if not tile or (h <= tile and w <= tile):
+            return fn(image[np.newaxis])[0].numpy()
+        out = np.empty((s * h, s * w, channels), np.uint8)
+        for y0 in range(0, h, tile):
+            for x0 in range(0, w, tile):
+                y1, x1 = min(y0 + tile, h), min(x0 + tile, w)
+                iy0, ix0 = max(0, y0 - self.overlap), max(0, x0 - self.overlap)
+                iy1, ix1 = min(h, y1 + self.overlap), min(w, x1 + self.overlap)
+                part = fn(image[np.newaxis, iy0:iy1, ix0:ix1])[0].numpy()
+                oy, ox = s * (y0 - iy0), s * (x0 - ix0)
+                out[s * y0 : s * y1, s * x0 : s * x1] = part[
+                    oy : oy + s * (y1 - y0), ox : ox + s * (x1 - x0)
+                ]
+        return out
+
+
+def serving_module(model, scale: int) -> tf.Module:
+    """A ``tf.Module`` for ``tf.saved_model.save``: ``serve(lr)`` maps uint8 RGB ``[1, H, W, 3]``
+    to ``{"sr": uint8 RGB [1, s H, s W, 3]}`` through :meth:`Upscaler.graph` (Y by the model,
+    chroma by bicubic); ``scale`` is kept as an int32 variable."""
+    upscaler = Upscaler(model, scale)
+    module = tf.Module(name="sr_upscaler")
+    module.model = model
+    module.scale = tf.Variable(int(scale), trainable=False, dtype=tf.int32, name="scale")
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.uint8, name="lr")])
+    def serve(lr):
+        return {"sr": upscaler.graph(lr)}
+
+    module.serve = serve
+    return module
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """Decode an image for upscaling, keeping its alpha channel.
+
+    Returns uint8 ``[H, W, C]``: C = 1 for gray (L, 1-bit, 16-bit gray scaled to 8 bits), 2 for
+    gray + alpha (LA), 3 for RGB (also CMYK and palette images), 4 for RGBA (also palette images
+    with transparency). The upscaled image is written in the mode of its channel count
+    (:data:`MODES`), so L, LA, RGB and RGBA keep their mode and a palette image comes out RGB (or
+    RGBA).
+
+    Raises:
+        ImageFolderError: if the file cannot be decoded (names the file).
+    """
+    try:
+        with Image.open(path) as im:
+            im.load()
+            if im.mode == "P":
+                im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+            elif im.mode == "PA":
+                im = im.convert("RGBA")
+            elif im.mode in ("La", "RGBa"):  # premultiplied alpha
+                im = im.convert(im.mode[:-1] + "A")
+            if im.mode in ("LA", "RGBA"):
+                return np.ascontiguousarray(np.asarray(im))
+    except (OSError, ValueError) as e:  # PIL raises these for truncated or unknown files
+        raise ImageFolderError(f"cannot decode image {path}: {e}; remove or replace it") from e
+    return load_image(path)  # L, RGB and the conversions of the project's image reader
+
+
+def write_image(image: np.ndarray, path: str | os.PathLike) -> Path:
+    """Write uint8 ``[H, W, C]`` in the mode of :data:`MODES` (format from the suffix; JPEG at
+    quality 95).
+
+    Raises:
+        ValueError: for an image with alpha and a JPEG path (JPEG holds no alpha: use .png).
+    """
+    path = Path(path)
+    mode = MODES[image.shape[-1]]
+    pixels = image[..., 0] if mode == "L" else image
+    is_jpeg = path.suffix.lower() in (".jpg", ".jpeg")
+    if is_jpeg and mode in ("LA", "RGBA"):
+        raise ValueError(f"cannot write {path}: the image has an alpha channel; use a .png output")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels).save(path, **({"quality": 95} if is_jpeg else {}))  # mode from C
+    return path
