@@ -48,7 +48,7 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 3000
+    steps: int = 5000
     lr: float = 1e-3  # initial learning rate
     lr_schedule: str = "cosine"  # cosine | step | constant
     lr_decay_steps: int = 200_000  # step schedule: halve every this many steps
@@ -79,6 +79,8 @@ def register() -> None:
     """Register the ``sr_root`` resolver and the schemas (idempotent)."""
     if not OmegaConf.has_resolver("sr_root"):
         OmegaConf.register_new_resolver("sr_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("sr_or"):  # first argument that is not null
+        OmegaConf.register_new_resolver("sr_or", lambda *args: next((a for a in args if a), None))
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="data", name="base_data", node=DataConfig)

@@ -1,0 +1,66 @@
+"""Shared fixtures: tiny real-photo folders in tmp_path and the real Hydra config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import skimage.data  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import sr.config  # noqa: E402,F401
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "immunohistochemistry", "camera", "moon")
+
+
+def photo(name: str) -> np.ndarray:
+    return np.asarray(getattr(skimage.data, name)(), dtype=np.uint8)
+
+
+def write_photos(folder: Path, size: int = 160, names=PHOTOS, per_photo: int = 1) -> list[Path]:
+    """Write ``per_photo`` crops (``size`` x ``size + 8``) of each real photo as PNG; returns the
+    paths in name order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in names:
+        im = photo(name)
+        for k in range(per_photo):
+            y = (k * 37) % max(1, im.shape[0] - size)
+            x = (k * 53) % max(1, im.shape[1] - size - 8)
+            path = folder / f"{name}_{k:02d}.png"
+            Image.fromarray(im[y : y + size, x : x + size + 8]).save(path)
+            paths.append(path)
+    return sorted(paths)
+
+
+@pytest.fixture
+def photo_dir(tmp_path) -> Path:
+    """Seven real photographs (RGB and gray), 160x168 crops."""
+    write_photos(tmp_path / "hr")
+    return tmp_path / "hr"
+
+
+@pytest.fixture
+def compose():
+    """``compose(*overrides)`` -> the project's real composed config."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    def _compose(*overrides):
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides))
+
+    return _compose
+
+
+def shared_folder(name: str) -> Path:
+    path = SHARED / name
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent (the ../shared datasets are not checked out beside the repo)")
+    return path

@@ -1,0 +1,75 @@
+import logging
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sr.data.images import (
+    ImageFolderError, list_images, load_image, load_y, load_y_pair, scan_folder,
+)
+from tests.conftest import photo
+
+
+def test_modes_rgb_gray_rgba_palette_16bit(tmp_path):
+    rgb = photo("astronaut")[:64, :80]
+    Image.fromarray(rgb).save(tmp_path / "rgb.png")
+    Image.fromarray(rgb).save(tmp_path / "rgb.jpg", quality=95)
+    Image.fromarray(np.dstack([rgb, np.full(rgb.shape[:2], 7, np.uint8)])).save(tmp_path / "a.png")
+    pal = Image.fromarray(rgb).quantize(64)
+    pal.save(tmp_path / "p.png")
+    gray = photo("camera")[:64, :80]
+    Image.fromarray(gray).save(tmp_path / "g.png")
+    Image.fromarray(gray.astype(np.uint16) * 257).save(tmp_path / "g16.png")
+
+    assert load_image(tmp_path / "rgb.png").shape == (64, 80, 3)
+    np.testing.assert_array_equal(load_image(tmp_path / "a.png"), rgb)  # alpha dropped
+    palette = load_image(tmp_path / "p.png")
+    np.testing.assert_array_equal(palette, np.asarray(pal.convert("RGB")))
+    np.testing.assert_array_equal(load_y(tmp_path / "g.png"), gray)
+    np.testing.assert_array_equal(load_y(tmp_path / "g16.png"), gray)
+    y = load_y(tmp_path / "rgb.jpg")
+    assert y.dtype == np.uint8 and y.shape == (64, 80) and 16 <= y.min() and y.max() <= 235
+
+
+def test_missing_and_empty_folders_are_named(tmp_path):
+    with pytest.raises(ImageFolderError, match=str(tmp_path / "nope")):
+        list_images(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    with pytest.raises(ImageFolderError, match="holds no .png"):
+        list_images(tmp_path / "empty")
+
+
+def test_small_images_skipped_with_one_warning(tmp_path, caplog):
+    Image.fromarray(photo("camera")[:120, :130]).save(tmp_path / "big.png")
+    Image.fromarray(photo("camera")[:100, :90]).save(tmp_path / "small1.png")
+    Image.fromarray(photo("camera")[:50, :200]).save(tmp_path / "small2.png")
+    with caplog.at_level(logging.WARNING):
+        images = scan_folder(tmp_path, 112)
+    assert [p.name for p in images.files] == ["big.png"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "small1.png (90x100)" in warnings[0] and "small2.png (200x50)" in warnings[0]
+    with pytest.raises(ImageFolderError, match="no image .* is at least 200x200"):
+        scan_folder(tmp_path, 200)
+
+
+def test_corrupt_file_is_named(tmp_path):
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(ImageFolderError, match="bad.png"):
+        load_y(tmp_path / "bad.png")
+
+
+def test_premade_lr_lookup_and_size_check(tmp_path):
+    hr = photo("camera")[:96, :96]
+    (tmp_path / "hr").mkdir()
+    (tmp_path / "lr").mkdir()
+    Image.fromarray(hr).save(tmp_path / "hr" / "0001.png")
+    Image.fromarray(hr[::4, ::4]).save(tmp_path / "lr" / "0001x4.png")
+    got_hr, got_lr = load_y_pair(tmp_path / "hr" / "0001.png", tmp_path / "lr", 4)
+    np.testing.assert_array_equal(got_lr, hr[::4, ::4])
+    Image.fromarray(hr[::3, ::3]).save(tmp_path / "lr" / "0001x4.png")
+    with pytest.raises(ImageFolderError, match="expected 24x24"):
+        load_y_pair(tmp_path / "hr" / "0001.png", tmp_path / "lr", 4)
+    with pytest.raises(ImageFolderError, match="no LR image for 0001.png"):
+        load_y_pair(tmp_path / "hr" / "0001.png", tmp_path / "hr2", 4)

@@ -1,0 +1,137 @@
+"""Both DataLoader modes, built from the real config exactly as train.py builds them."""
+
+import logging
+
+import hydra
+import numpy as np
+import pytest
+import tensorflow as tf
+from numpy.lib.stride_tricks import sliding_window_view
+
+from sr.data import DataLoader
+from sr.data.degrade import bicubic_downscale, quantize
+from sr.data.images import ImageFolderError, load_y
+from tests.conftest import write_photos
+
+MODES = ["tfrecord", "generator"]
+
+
+def _loader(compose, mode, hr_dir, tmp_path, *extra) -> DataLoader:
+    cfg = compose(
+        f"data={mode}", f"data.hr_dir={hr_dir}", f"data.data_root={tmp_path / 'root'}",
+        "data.batch_size=16", "data.num_shards=3", *extra,
+    )
+    loader = hydra.utils.instantiate(cfg.data)
+    assert isinstance(loader, DataLoader)
+    return loader
+
+
+def _locate(image: np.ndarray, crop: np.ndarray) -> bool:
+    """Whether ``crop`` [c, c] occurs in ``image`` (row-match candidates, then full compare)."""
+    c = crop.shape[0]
+    rows = np.all(sliding_window_view(image, c, axis=1) == crop[0], axis=-1)
+    for y, x in zip(*np.nonzero(rows)):
+        if y + c <= image.shape[0] and np.array_equal(image[y : y + c, x : x + c], crop):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batches_have_the_contract_shapes_dtypes_and_ranges(compose, photo_dir, tmp_path, mode):
+    loader = _loader(compose, mode, photo_dir, tmp_path)
+    loader.prepare()
+    ds = loader.dataset()
+    assert ds.element_spec[0].shape.as_list() == [16, 24, 24, 1]
+    it = iter(ds)
+    for _ in range(3):
+        lr, hr = next(it)
+        assert lr.dtype == tf.float32 and hr.dtype == tf.float32
+        assert lr.shape == (16, 24, 24, 1) and hr.shape == (16, 96, 96, 1)
+        for x in (lr.numpy(), hr.numpy()):
+            assert 0.0 <= x.min() and x.max() <= 1.0
+    del it
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lr_is_the_matlab_bicubic_of_its_hr_partner_with_flips_on(
+    compose, photo_dir, tmp_path, mode
+):
+    loader = _loader(compose, mode, photo_dir, tmp_path, "data.rot90=true")
+    it = iter(loader.dataset())
+    for _ in range(4):
+        lr, hr = (t.numpy()[..., 0] * 255 for t in next(it))
+        # Away from the patch border (2 LR pixels) the LR of the margin crop equals the LR of
+        # the HR patch alone; a flip applied to one side only would give errors of tens of levels.
+        own = quantize(bicubic_downscale(hr[..., None], 4)).numpy()[..., 0]
+        diff = np.abs(lr - own)[:, 2:-2, 2:-2]
+        assert diff.max() <= 1.0 + 1e-3 and (diff > 0.5).mean() < 0.01
+    del it
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_patches_are_crops_of_the_y_of_the_named_source_image(compose, photo_dir, tmp_path, mode):
+    loader = _loader(compose, mode, photo_dir, tmp_path)
+    it = iter(loader.patch_dataset())
+    batch = next(it)
+    del it
+    sources = {}
+    for crop, i in zip(batch["hr"].numpy()[..., 0], batch["image"].numpy()):
+        path = loader.images.files[i]
+        sources.setdefault(i, load_y(path))
+        assert crop.shape == (112, 112)
+        assert _locate(sources[i], crop), f"{mode}: patch not found in {path.name}"
+
+
+def test_generator_batches_draw_from_many_images_within_the_memory_bound(
+    compose, tmp_path, caplog
+):
+    hr_dir = tmp_path / "many"
+    files = write_photos(hr_dir, size=120, per_photo=12)  # 84 real crops
+    loader = _loader(
+        compose, "generator", hr_dir, tmp_path, "data.batch_size=64", "data.pool_size=70",
+        "data.patches_per_image=16",
+    )
+    it = iter(loader.patch_dataset())
+    distinct = [len(set(next(it)["image"].numpy())) for _ in range(20)]
+    del it
+    assert min(distinct) >= 60, distinct
+    assert loader.pool.decodes <= 70 + 20 * 64 // 16 + 8  # decoded once per 16 patches
+    # a memory bound of 0.3 MB holds about 20 images of 120x128 bytes
+    with caplog.at_level(logging.INFO):
+        small = _loader(compose, "generator", hr_dir, tmp_path, "data.pool_memory_mb=0.3")
+        it = iter(small.patch_dataset())
+        next(it)
+        del it
+    pool_lines = [r.getMessage() for r in caplog.records if "generator: pool of" in r.getMessage()]
+    held = int(pool_lines[-1].split("pool of ")[1].split()[0])
+    assert held * 120 * 128 <= 0.3 * 2**20 < (held + 1) * 120 * 128
+    assert len(files) == 84
+
+
+def test_shards_are_built_once_and_rebuilt_when_the_config_changes(
+    compose, photo_dir, tmp_path, caplog
+):
+    with caplog.at_level(logging.INFO):
+        _loader(compose, "tfrecord", photo_dir, tmp_path).prepare()
+        _loader(compose, "tfrecord", photo_dir, tmp_path).prepare()
+        _loader(compose, "tfrecord", photo_dir, tmp_path, "data.stride=48").prepare()
+    builds = [r.getMessage() for r in caplog.records if "building TFRecord shards" in r.getMessage()]
+    assert len(builds) == 2
+    assert "no shards" in builds[0] and "parameters changed" in builds[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_folder_is_an_error_naming_it(compose, tmp_path, mode):
+    (tmp_path / "empty").mkdir()
+    loader = _loader(compose, mode, tmp_path / "empty", tmp_path)
+    with pytest.raises(ImageFolderError, match=str(tmp_path / "empty")):
+        loader.prepare()
+
+
+def test_config_typos_and_bad_values_fail_at_start(compose, photo_dir, tmp_path):
+    with pytest.raises(Exception, match="pach"):
+        compose("data.pach=64")
+    with pytest.raises(Exception, match="patch_size"):
+        compose("data.patch_size=abc")
+    with pytest.raises(Exception, match="patch_size 90 is not a multiple of scale 4"):
+        _loader(compose, "tfrecord", photo_dir, tmp_path, "data.patch_size=90")

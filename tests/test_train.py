@@ -1,0 +1,121 @@
+"""What users type: train.py in a subprocess, in both modes, with resume and interruption."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.conftest import ROOT, write_photos
+
+SCALARS = {
+    "train/loss", "train/step_time_ms", "train/data_wait_ms", "train/patches_per_sec",
+    "train/lr", "val/psnr", "val/ssim", "val/psnr_bicubic",
+}
+TIMING = re.compile(
+    r"\[\d+:\d\d:\d\d\.\d+\] step (\d+)/\d+  loss [\d.]+  step [\d.]+ ms  "
+    r"data-wait [\d.]+ ms \([\d.]+%\)  \d+ patches/s"
+)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    write_photos(root / "train", size=150, names=("astronaut", "coffee", "rocket", "moon"))
+    write_photos(root / "val", size=64, names=("chelsea", "camera"))
+    return root
+
+
+def train(folders, run_dir, *overrides, timeout=300, wait=True):
+    cmd = [
+        sys.executable, str(ROOT / "train.py"), f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}", f"data.data_root={folders / 'root'}",
+        "data.batch_size=8", "data.num_shards=2", *overrides,
+    ]
+    if run_dir is not None:
+        cmd.append(f"hydra.run.dir={run_dir}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def scalars(run_dir: Path) -> dict[str, list]:
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0, "images": 0})
+    acc.Reload()
+    tags = acc.Tags()
+    out = {t: [e.step for e in acc.Tensors(t)] for t in tags["tensors"]}
+    out.update({t: [e.step for e in acc.Images(t)] for t in tags["images"]})
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["tfrecord", "generator"])
+def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mode):
+    run = tmp_path / "run"
+    code, out = train(
+        folders, run, f"data={mode}", "train.steps=6", "train.log_every=2",
+        "train.val_every=4", "train.ckpt_every=4",
+    )
+    assert code == 0, out
+    assert [int(m) for m in TIMING.findall(out)] == [2, 4, 6]
+    assert "final step 6: val PSNR" in out and "vs bicubic" in out
+    assert len(TIMING.findall((run / "train.log").read_text())) == 3
+    assert (run / "checkpoints" / "ckpt-6.index").is_file()
+    assert (run / "checkpoints" / "ckpt-4.index").is_file()
+    logged = scalars(run)
+    assert SCALARS <= set(logged), sorted(logged)
+    assert logged["train/loss"] == [2, 4, 6] and logged["val/psnr"] == [4, 6]
+    assert any("bicubic | SR | HR" in t for t in logged)
+
+
+@pytest.mark.slow
+def test_resume_continues_at_the_saved_step(folders, tmp_path):
+    run = tmp_path / "run"
+    code, out = train(folders, run, "train.steps=4", "train.log_every=2")
+    assert code == 0, out
+    code, out = train(folders, None, f"resume={run}", "train.steps=8", "train.log_every=2")
+    assert code == 0, out
+    assert f"resumed from {run / 'checkpoints' / 'ckpt-4'} at step 4" in out
+    assert [int(m) for m in TIMING.findall(out)] == [6, 8]
+    assert (run / "checkpoints" / "ckpt-8.index").is_file()
+    assert scalars(run)["train/loss"] == [2, 4, 6, 8]
+
+
+@pytest.mark.slow
+def test_resume_without_checkpoint_and_empty_folder_are_clear_errors(folders, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, out = train(folders, tmp_path / "run", f"data.hr_dir={tmp_path / 'empty'}")
+    assert code == 2
+    assert f"image folder {tmp_path / 'empty'} holds no .png" in out
+    assert "parameters" not in out  # failed before any model was built
+    code, out = train(folders, None, f"resume={tmp_path / 'nothing'}", "train.steps=2")
+    assert code == 2 and "no checkpoint in" in out
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_before_exiting(folders, tmp_path):
+    run = tmp_path / "run"
+    proc = train(folders, run, "train.steps=100000", "train.log_every=5", wait=False)
+    lines = []
+    deadline = time.time() + 240
+    for line in proc.stdout:
+        lines.append(line)
+        if TIMING.search(line) or time.time() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(lines) + rest
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "SIGTERM received: saving a checkpoint" in out
+    saved = sorted((run / "checkpoints").glob("ckpt-*.index"))
+    assert saved, out
+    step = int(saved[-1].name.split("-")[1].split(".")[0])
+    assert 5 <= step < 100000
