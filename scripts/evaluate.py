@@ -16,9 +16,9 @@ Writes, into the run's directory (or ``--out``; for bicubic by default ``outputs
   "psnr_bicubic", "ssim_bicubic", "scale", "model", "checkpoint", "step"}}`` (for ``bicubic``,
   ``psnr``/``ssim`` are the bicubic figures);
 - ``results.csv``: one row per image and a ``MEAN`` row per folder;
-- TensorBoard scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``, ``eval/<folder>/psnr_bicubic``,
-  ``eval/<folder>/ssim_bicubic`` at the checkpoint's step, in ``<run>/tb`` (``<out>/tb`` for
-  bicubic);
+- TensorBoard scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``,
+  ``eval/<folder>/psnr_bicubic``, ``eval/<folder>/ssim_bicubic`` at the checkpoint's step, in
+  ``<run>/tb`` (``<out>/tb`` for bicubic);
 
 and prints a markdown table (a model row and a bicubic row per folder) on stdout.
 """
@@ -65,8 +65,15 @@ def folder_names(folders) -> dict[str, Path]:
     return names
 
 
-def evaluate(model, folders, scale: int, label: str, step: int, checkpoint: str | None,
-             progress: bool = True) -> dict:
+def evaluate(
+    model,
+    folders,
+    scale: int,
+    label: str,
+    step: int,
+    checkpoint: str | None,
+    progress: bool = True,
+) -> dict:
     """Score ``model`` (None: bicubic only) on each folder, in the ``results.json`` schema.
 
     Args:
@@ -100,9 +107,7 @@ def evaluate(model, folders, scale: int, label: str, step: int, checkpoint: str 
             "psnr": res["psnr"],
             "ssim": res["ssim"],
             "n": res["n"],
-            "per_image": {
-                f: {k: row[k] for k in METRICS} for f, row in per_image.items()
-            },
+            "per_image": {f: {k: row[k] for k in METRICS} for f, row in per_image.items()},
             "psnr_bicubic": res["psnr_bicubic"],
             "ssim_bicubic": res["ssim_bicubic"],
             "scale": int(scale),
@@ -195,8 +200,9 @@ def main(argv=None) -> int:
                     "only (drop it, or evaluate a run of that scale)"
                 )
             out, tb_dir = Path(args.out) if args.out else run, run / "tb"
-        results = evaluate(model, args.folders, scale, label, step, checkpoint,
-                           progress=not args.no_progress)
+        results = evaluate(
+            model, args.folders, scale, label, step, checkpoint, progress=not args.no_progress
+        )
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2

@@ -90,7 +90,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("output", help="output image path, or folder (created)")
     parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
     parser.add_argument(
-        "--tile", type=int, default=DEFAULT_TILE,
+        "--tile",
+        type=int,
+        default=DEFAULT_TILE,
         help=f"tile side in input pixels, 0 for none (default {DEFAULT_TILE})",
     )
     parser.add_argument(
@@ -104,7 +106,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.tile < 0:
-            raise ValueError(f"--tile must be a positive number of pixels or 0 (off), got {args.tile}")
+            raise ValueError(
+                f"--tile must be a positive number of pixels or 0 (off), got {args.tile}"
+            )
         into_folder = args.output.endswith(("/", os.sep))
         pairs = plan(Path(args.input).expanduser(), Path(args.output).expanduser(), into_folder)
         model, cfg, step = load_model_from_run(args.run, args.checkpoint)
@@ -114,11 +118,15 @@ def main(argv=None) -> int:
         return 2
     failures = upscale_files(upscaler, pairs, args.tile, progress=not args.no_progress)
     done = len(pairs) - len(failures)
-    print(f"upscaled {done} of {len(pairs)} image(s) x{upscaler.scale} with {model.name} "
-          f"(step {step}) into {args.output}")
+    print(
+        f"upscaled {done} of {len(pairs)} image(s) x{upscaler.scale} with {model.name} "
+        f"(step {step}) into {args.output}"
+    )
     if failures:
-        print(f"upscale.py: error: failed on {len(failures)} image(s):\n  " + "\n  ".join(failures),
-              file=sys.stderr)
+        print(
+            f"upscale.py: error: failed on {len(failures)} image(s):\n  " + "\n  ".join(failures),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -1,5 +1,5 @@
-"""Upscaling whole images with a trained Y-channel model: the logic shared by ``scripts/upscale.py``
-and ``scripts/export.py``.
+"""Upscaling whole images with a trained Y-channel model: the logic shared by
+``scripts/upscale.py`` and ``scripts/export.py``.
 
 An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.data.color.rgb_to_y``,
 the one Y conversion of the project) goes through the model; Cb and Cr (``sr.data.ycbcr``) and an
@@ -55,6 +55,8 @@ _POINTWISE = (
     keras.layers.BatchNormalization,
 )
 
+_CONVOLUTIONS = (keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.SeparableConv2D)
+
 
 def receptive_radius(model) -> float | None:
     """Upper bound of a model's receptive-field radius, in input (LR) pixels.
@@ -78,10 +80,13 @@ def receptive_radius(model) -> float | None:
             continue
         if isinstance(layer, PixelShuffle):
             factor *= layer.factor
-        elif isinstance(layer, keras.layers.Conv2D):  # also covers DepthwiseConv2D, SeparableConv2D
-            if tuple(layer.strides) != (1, 1) or isinstance(layer, keras.layers.Conv2DTranspose):
+        elif isinstance(layer, _CONVOLUTIONS):
+            if tuple(layer.strides) != (1, 1):
                 return None
-            reach = [math.ceil((k - 1) * d / 2) for k, d in zip(layer.kernel_size, layer.dilation_rate)]
+            reach = [
+                math.ceil((k - 1) * d / 2)
+                for k, d in zip(layer.kernel_size, layer.dilation_rate, strict=True)
+            ]
             radius += max(reach) / factor
         elif not isinstance(layer, _POINTWISE):
             return None
@@ -183,7 +188,8 @@ class Upscaler:
         h, w, channels = image.shape
         if min(h, w) < MIN_SIZE:
             raise ValueError(
-                f"image {w}x{h} is too small: upscaling needs at least {MIN_SIZE}x{MIN_SIZE} pixels"
+                f"image {w}x{h} is too small: upscaling needs at least "
+                f"{MIN_SIZE}x{MIN_SIZE} pixels"
             )
         if tile < 0:
             raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")

@@ -40,7 +40,9 @@ def load_script(name: str):
     """Import ``scripts/<name>.py`` as a module (the scripts are not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"scripts_{name}", ROOT / "scripts" / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -35,14 +35,26 @@ def check_golden(entry: dict, scale: int, name: str) -> None:
     assert entry["n"] == COUNTS[name]
     assert entry["psnr"] == pytest.approx(psnr, abs=0.05)
     assert entry["ssim"] == pytest.approx(ssim, abs=0.002)
-    assert entry["psnr"] == pytest.approx(np.mean([r["psnr"] for r in entry["per_image"].values()]))
+    assert entry["psnr"] == pytest.approx(
+        np.mean([r["psnr"] for r in entry["per_image"].values()])
+    )
 
 
 def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
     set5, set14 = shared_folder("Set5"), shared_folder("Set14")
     out = tmp_path / "eval"
-    cmd = [sys.executable, "scripts/evaluate.py", "bicubic", str(set5), str(set14), "--scale", "4",
-           "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "scripts/evaluate.py",
+        "bicubic",
+        str(set5),
+        str(set14),
+        "--scale",
+        "4",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
 
@@ -123,7 +135,10 @@ def test_a_chosen_checkpoint_and_output_folder(tmp_path, compose, photo_dir):
     "argv, message",
     [
         (["bicubic", "{photos}"], "bicubic needs --scale"),
-        (["bicubic", "{photos}", "--scale", "4", "--checkpoint", "ckpt-1"], "--checkpoint applies"),
+        (
+            ["bicubic", "{photos}", "--scale", "4", "--checkpoint", "ckpt-1"],
+            "--checkpoint applies",
+        ),
         (["{run}", "{photos}", "--scale", "2"], "was trained at x4; --scale 2 applies to bicubic"),
         (["{run}", "{photos}", "--checkpoint", "ckpt-99"], "no checkpoint"),
         (["{tmp}", "{photos}"], "is not a run directory of train.py"),

@@ -1,7 +1,8 @@
 """Chroma (Cb, Cr) of ITU-R BT.601 as MATLAB ``rgb2ycbcr`` computes it, and the way back to RGB.
 
-Only upscaling needs the chroma: the model super-resolves Y (:func:`sr.data.color.rgb_to_y`, the one
-Y conversion of the project) and Cb, Cr are upscaled by bicubic, as in SRCNN and its successors.
+Only upscaling needs the chroma: the model super-resolves Y (:func:`sr.data.color.rgb_to_y`, the
+one Y conversion of the project) and Cb, Cr are upscaled by bicubic, as in SRCNN and its
+successors.
 
 MATLAB ``rgb2ycbcr`` for R, G, B in [0, 1]: Cb = 128 - 37.797 R - 74.203 G + 112.0 B and
 Cr = 128 + 112.0 R - 93.786 G - 18.214 B (studio range 16..240). Source: ITU-R BT.601-7,
@@ -62,8 +63,7 @@ def rgb_to_ycbcr(rgb):
     rgb = _float(rgb)
     r, g, b = rgb[..., 0:1], rgb[..., 1:2], rgb[..., 2:3]
     chroma = [
-        C_OFFSET + (wr * r + wg * g + wb * b) / 255.0
-        for wr, wg, wb in (CB_WEIGHTS, CR_WEIGHTS)
+        C_OFFSET + (wr * r + wg * g + wb * b) / 255.0 for wr, wg, wb in (CB_WEIGHTS, CR_WEIGHTS)
     ]
     return _concat([rgb_to_y(rgb), *chroma])
 
@@ -85,5 +85,5 @@ def ycbcr_to_rgb(ycbcr):
     _check(ycbcr, "ycbcr_to_rgb")
     ycbcr = _float(ycbcr)
     centred = [ycbcr[..., k : k + 1] - _OFFSETS[k] for k in range(3)]
-    rgb = [sum(w * c for w, c in zip(row, centred)) for row in _M_INV]
+    rgb = [sum(w * c for w, c in zip(row, centred, strict=True)) for row in _M_INV]
     return _concat(rgb)
