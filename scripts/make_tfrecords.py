@@ -36,8 +36,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.hr_dir=PATH")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
-    parser.add_argument("--verify", type=int, default=0, metavar="N",
-                        help="afterwards compare N random records with their source pixels")
+    parser.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="N",
+        help="afterwards compare N random records with their source pixels",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -49,16 +54,22 @@ def main(argv=None) -> int:
         images = loader.images
         if args.force:
             manifest = tfrecord.write_shards(
-                images, loader.tfrecord_dir, loader.params(), loader.num_shards,
-                seed=loader.seed, workers=loader.write_workers,
+                images,
+                loader.tfrecord_dir,
+                loader.params(),
+                loader.num_shards,
+                seed=loader.seed,
+                workers=loader.write_workers,
             )
         else:
             manifest = loader.ensure_shards(images)
     except ImageFolderError as e:
         log.error("%s", e)
         return 2
-    print(f"{manifest['records']} patches of {manifest['source']['files']} images in "
-          f"{len(manifest['shards'])} shards: {loader.tfrecord_dir}")
+    print(
+        f"{manifest['records']} patches of {manifest['source']['files']} images in "
+        f"{len(manifest['shards'])} shards: {loader.tfrecord_dir}"
+    )
     if args.verify:
         n = tfrecord.verify_shards(loader.tfrecord_dir, args.verify)
         print(f"verified {n} records: identical to their source pixels")

@@ -55,7 +55,9 @@ def _check_pair(sr_y, hr_y) -> tuple[np.ndarray, np.ndarray]:
     sr_y = np.asarray(sr_y, dtype=np.float64)
     hr_y = np.asarray(hr_y, dtype=np.float64)
     if sr_y.shape != hr_y.shape or sr_y.ndim != 2:
-        raise ValueError(f"SR and HR must be [H, W] of one shape, got {sr_y.shape} and {hr_y.shape}")
+        raise ValueError(
+            f"SR and HR must be [H, W] of one shape, got {sr_y.shape} and {hr_y.shape}"
+        )
     return sr_y, hr_y
 
 

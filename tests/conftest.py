@@ -62,5 +62,7 @@ def compose():
 def shared_folder(name: str) -> Path:
     path = SHARED / name
     if not path.is_dir():
-        pytest.skip(f"{path} is absent (the ../shared datasets are not checked out beside the repo)")
+        pytest.skip(
+            f"{path} is absent (the ../shared datasets are not checked out beside the repo)"
+        )
     return path

@@ -11,7 +11,8 @@ from tests.conftest import photo
 def _cubic(x):
     ax = np.abs(x)
     return np.where(
-        ax <= 1, 1.5 * ax**3 - 2.5 * ax**2 + 1,
+        ax <= 1,
+        1.5 * ax**3 - 2.5 * ax**2 + 1,
         np.where(ax <= 2, -0.5 * ax**3 + 2.5 * ax**2 - 4 * ax + 2, 0.0),
     )
 

@@ -5,7 +5,12 @@ import pytest
 from PIL import Image
 
 from sr.data.images import (
-    ImageFolderError, list_images, load_image, load_y, load_y_pair, scan_folder,
+    ImageFolderError,
+    list_images,
+    load_image,
+    load_y,
+    load_y_pair,
+    scan_folder,
 )
 from tests.conftest import photo
 

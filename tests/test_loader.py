@@ -18,8 +18,12 @@ MODES = ["tfrecord", "generator"]
 
 def _loader(compose, mode, hr_dir, tmp_path, *extra) -> DataLoader:
     cfg = compose(
-        f"data={mode}", f"data.hr_dir={hr_dir}", f"data.data_root={tmp_path / 'root'}",
-        "data.batch_size=16", "data.num_shards=3", *extra,
+        f"data={mode}",
+        f"data.hr_dir={hr_dir}",
+        f"data.data_root={tmp_path / 'root'}",
+        "data.batch_size=16",
+        "data.num_shards=3",
+        *extra,
     )
     loader = hydra.utils.instantiate(cfg.data)
     assert isinstance(loader, DataLoader)
@@ -88,7 +92,12 @@ def test_generator_batches_draw_from_many_images_within_the_memory_bound(
     hr_dir = tmp_path / "many"
     files = write_photos(hr_dir, size=120, per_photo=12)  # 84 real crops
     loader = _loader(
-        compose, "generator", hr_dir, tmp_path, "data.batch_size=64", "data.pool_size=70",
+        compose,
+        "generator",
+        hr_dir,
+        tmp_path,
+        "data.batch_size=64",
+        "data.pool_size=70",
         "data.patches_per_image=16",
     )
     it = iter(loader.patch_dataset())
@@ -115,7 +124,9 @@ def test_shards_are_built_once_and_rebuilt_when_the_config_changes(
         _loader(compose, "tfrecord", photo_dir, tmp_path).prepare()
         _loader(compose, "tfrecord", photo_dir, tmp_path).prepare()
         _loader(compose, "tfrecord", photo_dir, tmp_path, "data.stride=48").prepare()
-    builds = [r.getMessage() for r in caplog.records if "building TFRecord shards" in r.getMessage()]
+    builds = [
+        r.getMessage() for r in caplog.records if "building TFRecord shards" in r.getMessage()
+    ]
     assert len(builds) == 2
     assert "no shards" in builds[0] and "parameters changed" in builds[1]
 
@@ -135,3 +146,29 @@ def test_config_typos_and_bad_values_fail_at_start(compose, photo_dir, tmp_path)
         compose("data.patch_size=abc")
     with pytest.raises(Exception, match="patch_size 90 is not a multiple of scale 4"):
         _loader(compose, "tfrecord", photo_dir, tmp_path, "data.patch_size=90")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_premade_lr_folder_pairs_stay_aligned(compose, photo_dir, tmp_path, mode):
+    from PIL import Image
+
+    from sr.data.images import list_images
+
+    # An LR folder in the DIV2K X4 layout, made with the project's operator: the LR patches read
+    # from it must then equal the bicubic of their (flipped) HR partners.
+    lr_dir = tmp_path / "X4"
+    lr_dir.mkdir()
+    for path in list_images(photo_dir):
+        y = load_y(path)
+        y = y[: y.shape[0] // 4 * 4, : y.shape[1] // 4 * 4].astype(np.float32)
+        lr = quantize(bicubic_downscale(y[..., None], 4)).numpy()[..., 0].astype(np.uint8)
+        Image.fromarray(lr).save(lr_dir / f"{path.stem}x4.png")
+        Image.fromarray(y.astype(np.uint8)).save(path)  # HR cropped to a multiple of 4, as Y
+    loader = _loader(compose, mode, photo_dir, tmp_path, f"data.lr_dir={lr_dir}")
+    assert loader.margin == 0
+    it = iter(loader.dataset())
+    lr, hr = (t.numpy()[..., 0] * 255 for t in next(it))
+    del it
+    own = quantize(bicubic_downscale(hr[..., None], 4)).numpy()[..., 0]
+    diff = np.abs(lr - own)[:, 2:-2, 2:-2]
+    assert diff.max() <= 1.0 + 1e-3 and (diff > 0.5).mean() < 0.01

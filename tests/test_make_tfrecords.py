@@ -10,7 +10,9 @@ from tests.conftest import ROOT
 def run(*args):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "make_tfrecords.py"), *map(str, args)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return proc.returncode, proc.stdout + proc.stderr
 

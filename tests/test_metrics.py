@@ -18,8 +18,9 @@ def pair():
 def test_psnr_matches_skimage_with_border_crop(pair):
     sr, hr = pair
     for border in (0, 4):
-        want = peak_signal_noise_ratio(crop_border(hr, border), crop_border(sr, border),
-                                       data_range=255)
+        want = peak_signal_noise_ratio(
+            crop_border(hr, border), crop_border(sr, border), data_range=255
+        )
         assert psnr(sr, hr, border) == pytest.approx(want, abs=1e-9)
     assert psnr(hr, hr) == float("inf")
 
@@ -28,8 +29,12 @@ def test_ssim_matches_skimage_gaussian_wang2004(pair):
     sr, hr = pair
     for border in (0, 4):
         want = structural_similarity(
-            crop_border(hr, border), crop_border(sr, border), data_range=255,
-            gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
+            crop_border(hr, border),
+            crop_border(sr, border),
+            data_range=255,
+            gaussian_weights=True,
+            sigma=1.5,
+            use_sample_covariance=False,
         )
         assert ssim(sr, hr, border) == pytest.approx(want, abs=1e-9)
     assert ssim(hr, hr) == pytest.approx(1.0)

@@ -41,9 +41,7 @@ def test_flips_apply_identically_to_lr_and_hr_and_lr_is_exact():
     for i in range(len(batch)):
         ref_lr = quantize(bicubic_downscale(batch[i].astype(np.float32), S, margin=M)).numpy()
         ref_hr = batch[i, M:-M, M:-M, 0].astype(np.float32)
-        matches = [
-            k for k, v in _transforms(ref_hr).items() if np.array_equal(np.rint(hr[i]), v)
-        ]
+        matches = [k for k, v in _transforms(ref_hr).items() if np.array_equal(np.rint(hr[i]), v)]
         assert matches, f"sample {i}: HR is not a rotation/reflection of its source patch"
         key = matches[0]
         seen.add(key)

@@ -1,4 +1,4 @@
-"""TFRecord shards: exact round trip, manifest, write-time shuffle, rebuild on change, atomicity."""
+"""TFRecord shards: exact round trip, manifest, write-time shuffle, rebuild, atomicity."""
 
 import json
 import os
@@ -17,7 +17,9 @@ PARAMS = tfrecord.PatchParams(patch_size=32, scale=4, margin=8, stride=16, lr_di
 @pytest.fixture
 def shards(photo_dir, tmp_path):
     images = scan_folder(photo_dir, PARAMS.crop)
-    manifest = tfrecord.write_shards(images, tmp_path / "shards", PARAMS, 4, seed=0, progress=False)
+    manifest = tfrecord.write_shards(
+        images, tmp_path / "shards", PARAMS, 4, seed=0, progress=False
+    )
     return images, tmp_path / "shards", manifest
 
 

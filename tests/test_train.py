@@ -1,5 +1,6 @@
 """What users type: train.py in a subprocess, in both modes, with resume and interruption."""
 
+import logging
 import os
 import re
 import signal
@@ -14,8 +15,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tests.conftest import ROOT, write_photos
 
 SCALARS = {
-    "train/loss", "train/step_time_ms", "train/data_wait_ms", "train/patches_per_sec",
-    "train/lr", "val/psnr", "val/ssim", "val/psnr_bicubic",
+    "train/loss",
+    "train/step_time_ms",
+    "train/data_wait_ms",
+    "train/patches_per_sec",
+    "train/lr",
+    "val/psnr",
+    "val/ssim",
+    "val/psnr_bicubic",
 }
 TIMING = re.compile(
     r"\[\d+:\d\d:\d\d\.\d+\] step (\d+)/\d+  loss [\d.]+  step [\d.]+ ms  "
@@ -33,16 +40,22 @@ def folders(tmp_path_factory):
 
 def train(folders, run_dir, *overrides, timeout=300, wait=True):
     cmd = [
-        sys.executable, str(ROOT / "train.py"), f"data.hr_dir={folders / 'train'}",
-        f"data.val_dir={folders / 'val'}", f"data.data_root={folders / 'root'}",
-        "data.batch_size=8", "data.num_shards=2", *overrides,
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        f"data.data_root={folders / 'root'}",
+        "data.batch_size=8",
+        "data.num_shards=2",
+        *overrides,
     ]
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     if not wait:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=env)
+        return subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -61,8 +74,13 @@ def scalars(run_dir: Path) -> dict[str, list]:
 def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mode):
     run = tmp_path / "run"
     code, out = train(
-        folders, run, f"data={mode}", "train.steps=6", "train.log_every=2",
-        "train.val_every=4", "train.ckpt_every=4",
+        folders,
+        run,
+        f"data={mode}",
+        "train.steps=6",
+        "train.log_every=2",
+        "train.val_every=4",
+        "train.ckpt_every=4",
     )
     assert code == 0, out
     assert [int(m) for m in TIMING.findall(out)] == [2, 4, 6]
@@ -119,3 +137,30 @@ def test_sigterm_saves_a_checkpoint_before_exiting(folders, tmp_path):
     assert saved, out
     step = int(saved[-1].name.split("-")[1].split(".")[0])
     assert 5 <= step < 100000
+
+
+def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose, caplog):
+    from sr.train.app import run
+
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        f"data.data_root={folders / 'root'}",
+        "data=generator",
+        "data.batch_size=4",
+        "train.steps=3",
+        "train.log_every=1",
+        "train.xla=true",
+        "train.loss=l2",
+        "train.lr_schedule=step",
+        "train.lr_decay_steps=2",
+        "train.mixed_precision=true",
+    )
+    with caplog.at_level(logging.INFO):
+        final = run(cfg, tmp_path / "run")
+    assert final["step"] == 3 and final["val/psnr"] > 0 and final["interrupted"] is None
+    assert "mixed_precision=true ignored: no GPU" in caplog.text
+    lrs = [
+        float(line.rsplit("lr ", 1)[1]) for line in caplog.text.splitlines() if "] step " in line
+    ]
+    assert lrs == [pytest.approx(1e-3), pytest.approx(5e-4), pytest.approx(5e-4)]

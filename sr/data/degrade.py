@@ -1,4 +1,4 @@
-"""The LR operator: MATLAB-equivalent bicubic resize, the one used by training, evaluation and tests.
+"""The LR operator: MATLAB-equivalent bicubic resize, used by training, evaluation and tests.
 
 MATLAB ``imresize(x, 1/s, 'bicubic')`` convolves with the Keys cubic kernel (a = -0.5) stretched by
 ``s`` when downscaling (antialiasing), samples at half-pixel centres, normalises the weights and
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-# Keys' cubic has support [-2, 2]; stretched by s for downscaling it covers 2s input pixels on each
-# side of an output centre, of which at most 2s - 1 lie outside the image. Padding 2s (a multiple of
-# s, so that the output grid stays aligned) is enough.
+# Keys' cubic has support [-2, 2]; stretched by s for downscaling it covers 2s input pixels on
+# each side of an output centre, of which at most 2s - 1 lie outside the image. Padding 2s (a
+# multiple of s, so that the output grid stays aligned) is enough.
 _KERNEL_RADIUS = 2
 
 

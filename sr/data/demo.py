@@ -17,8 +17,21 @@ from PIL import Image
 log = logging.getLogger(__name__)
 
 TRAIN = (
-    "astronaut", "hubble_deep_field", "immunohistochemistry", "stereo_motorcycle", "retina",
-    "rocket", "brick", "grass", "gravel", "coins", "moon", "cell", "clock", "page", "text",
+    "astronaut",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "stereo_motorcycle",
+    "retina",
+    "rocket",
+    "brick",
+    "grass",
+    "gravel",
+    "coins",
+    "moon",
+    "cell",
+    "clock",
+    "page",
+    "text",
 )
 VAL = ("chelsea", "coffee", "camera")
 
@@ -38,7 +51,9 @@ def ensure_demo(root: str | Path) -> Path:
     """
     root = Path(root)
     todo = [
-        (split, name) for split, names in (("train", TRAIN), ("val", VAL)) for name in names
+        (split, name)
+        for split, names in (("train", TRAIN), ("val", VAL))
+        for name in names
         if not (root / split / f"{name}.png").is_file()
     ]
     if todo:

@@ -39,7 +39,9 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
             f"image folder {folder} does not exist: set data.hr_dir (or data.val_dir) to a folder "
             "of PNG or JPEG images, or run without overrides to use the demo photos"
         )
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    files = sorted(
+        p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
+    )
     if not files:
         raise ImageFolderError(f"image folder {folder} holds no .png, .jpg or .jpeg file")
     return files
@@ -135,7 +137,11 @@ def scan_folder(folder: str | os.PathLike, min_size: int) -> ImageSet:
     if skipped:
         log.warning(
             "skipped %d image(s) of %s smaller than the %dx%d crop: %s",
-            len(skipped), folder, min_size, min_size, ", ".join(s for _, s in skipped),
+            len(skipped),
+            folder,
+            min_size,
+            min_size,
+            ", ".join(s for _, s in skipped),
         )
     if not keep:
         raise ImageFolderError(

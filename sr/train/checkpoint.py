@@ -1,7 +1,7 @@
 """Checkpoints of a run, and loading a trained model back from a run directory.
 
 A run directory (Hydra's output directory of ``train.py``) holds:
-- ``.hydra/config.yaml``: the composed config (``model`` is instantiable, ``data.scale`` the scale);
+- ``.hydra/config.yaml``: the composed config (``model`` instantiable, ``data.scale`` the scale);
 - ``checkpoints/``: ``tf.train.CheckpointManager`` files of ``tf.train.Checkpoint(model=...,
   optimizer=..., step=...)``;
 - ``tb/``: TensorBoard event files; ``train.log``: the console log.
@@ -79,7 +79,9 @@ def build_model(cfg: DictConfig) -> keras.Model:
     return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale)
 
 
-def load_model_from_run(run_dir, checkpoint: str | None = None) -> tuple[keras.Model, DictConfig, int]:
+def load_model_from_run(
+    run_dir, checkpoint: str | None = None
+) -> tuple[keras.Model, DictConfig, int]:
     """Rebuild a run's model and restore its weights.
 
     Args:
@@ -97,6 +99,8 @@ def load_model_from_run(run_dir, checkpoint: str | None = None) -> tuple[keras.M
     model = build_model(cfg)
     step = tf.Variable(0, dtype=tf.int64)
     path = find_checkpoint(run_dir, checkpoint)
-    make_checkpoint(model, step=step).restore(path).expect_partial().assert_existing_objects_matched()
+    make_checkpoint(model, step=step).restore(
+        path
+    ).expect_partial().assert_existing_objects_matched()
     log.info("restored %s (step %d)", path, int(step))
     return model, cfg, int(step)

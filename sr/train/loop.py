@@ -50,8 +50,11 @@ def make_schedule(cfg: DictConfig):
     if t.lr_schedule == "cosine":
         warm = int(t.lr_warmup_steps)
         return keras.optimizers.schedules.CosineDecay(
-            t.lr if not warm else 0.0, max(1, t.steps - warm), alpha=0.01,
-            warmup_target=t.lr if warm else None, warmup_steps=warm,
+            t.lr if not warm else 0.0,
+            max(1, t.steps - warm),
+            alpha=0.01,
+            warmup_target=t.lr if warm else None,
+            warmup_steps=warm,
         )
     if t.lr_schedule == "step":
         return keras.optimizers.schedules.ExponentialDecay(
@@ -172,12 +175,18 @@ class Trainer:
             for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
                 tf.summary.scalar(f"val/{key}", res[key])
             for name, bicubic, sr, hr in res["panels"]:
-                tf.summary.image(f"val/{Path(name).stem} (bicubic | SR | HR)",
-                                 side_by_side(bicubic, sr, hr))
+                tf.summary.image(
+                    f"val/{Path(name).stem} (bicubic | SR | HR)", side_by_side(bicubic, sr, hr)
+                )
         log.info(
             "validation step %d on %d images: PSNR %.2f dB (bicubic %.2f dB), SSIM %.4f "
             "(bicubic %.4f) [%.1f s]",
-            step, res["n"], res["psnr"], res["psnr_bicubic"], res["ssim"], res["ssim_bicubic"],
+            step,
+            res["n"],
+            res["psnr"],
+            res["psnr_bicubic"],
+            res["ssim"],
+            res["ssim_bicubic"],
             time.perf_counter() - t0,
         )
         return res
@@ -190,8 +199,15 @@ class Trainer:
         log.info(
             "[%s] step %d/%d  loss %.5f  step %.1f ms  data-wait %.2f ms (%.1f%%)  "
             "%.0f patches/s  lr %.2e",
-            timer.elapsed(), int(self.step), self.cfg.train.steps, loss, stats.step_time_ms,
-            stats.data_wait_ms, 100 * stats.data_wait_share, stats.patches_per_sec, lr,
+            timer.elapsed(),
+            int(self.step),
+            self.cfg.train.steps,
+            loss,
+            stats.step_time_ms,
+            stats.data_wait_ms,
+            100 * stats.data_wait_share,
+            stats.patches_per_sec,
+            lr,
         )
         with self.writer.as_default(step=int(self.step)):
             tf.summary.scalar("train/loss", loss)
@@ -213,8 +229,12 @@ class Trainer:
         interrupted = None
         log.info(
             "training %s for %d steps from step %d (data=%s, batch %d, device %s)",
-            self.model.name, t.steps, int(self.step), self.cfg.data.mode,
-            self.cfg.data.batch_size, "GPU" if gpu_available() else "CPU",
+            self.model.name,
+            t.steps,
+            int(self.step),
+            self.cfg.data.mode,
+            self.cfg.data.batch_size,
+            "GPU" if gpu_available() else "CPU",
         )
         try:
             with stop_signals() as stop:
@@ -242,8 +262,12 @@ class Trainer:
         finally:
             del iterator  # a generator-mode iterator must go before interpreter shutdown
         if interrupted is not None:
-            log.warning("stopped by %s at step %d; resume with resume=%s",
-                        signal.Signals(interrupted).name, int(self.step), self.run_dir)
+            log.warning(
+                "stopped by %s at step %d; resume with resume=%s",
+                signal.Signals(interrupted).name,
+                int(self.step),
+                self.run_dir,
+            )
         res = {} if interrupted is not None else self.validate()
         return self._finish(timer, res, interrupted)
 
@@ -252,8 +276,10 @@ class Trainer:
         final = {"step": int(self.step), "interrupted": interrupted}
         if summary:
             final.update(
-                step_time_ms=summary.step_time_ms, data_wait_ms=summary.data_wait_ms,
-                data_wait_share=summary.data_wait_share, patches_per_sec=summary.patches_per_sec,
+                step_time_ms=summary.step_time_ms,
+                data_wait_ms=summary.data_wait_ms,
+                data_wait_share=summary.data_wait_share,
+                patches_per_sec=summary.patches_per_sec,
             )
         for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
             if key in res:
@@ -264,10 +290,15 @@ class Trainer:
             log.info(
                 "final step %d: val PSNR %.2f dB vs bicubic %.2f dB (%+.2f dB), SSIM %.4f vs "
                 "%.4f; mean step %.1f ms, data-wait %.2f ms (%.1f%% of step time)",
-                final["step"], final["val/psnr"], final["val/psnr_bicubic"],
-                final["val/psnr"] - final["val/psnr_bicubic"], final["val/ssim"],
-                final["val/ssim_bicubic"], final.get("step_time_ms", 0),
-                final.get("data_wait_ms", 0), 100 * final.get("data_wait_share", 0),
+                final["step"],
+                final["val/psnr"],
+                final["val/psnr_bicubic"],
+                final["val/psnr"] - final["val/psnr_bicubic"],
+                final["val/ssim"],
+                final["val/ssim_bicubic"],
+                final.get("step_time_ms", 0),
+                final.get("data_wait_ms", 0),
+                100 * final.get("data_wait_share", 0),
             )
         self.final = final
         return final

@@ -59,7 +59,7 @@ class StepTimer:
         return WindowStats(n, 1e3 * wall / n, 1e3 * wait / n, n * self.batch_size / wall)
 
     def resume(self) -> None:
-        """Start a new window now, leaving out what ran since the last close (validation, saving)."""
+        """Start a new window, leaving out what ran since the last close (validation, saving)."""
         self._window_start = time.perf_counter()
         self._window_wait, self._window_steps = 0.0, 0
 
@@ -73,6 +73,8 @@ class StepTimer:
             return None
         n = self.total_steps
         return WindowStats(
-            n, 1e3 * self.total_wall / n, 1e3 * self.total_wait / n,
+            n,
+            1e3 * self.total_wall / n,
+            1e3 * self.total_wait / n,
             n * self.batch_size / self.total_wall,
         )
