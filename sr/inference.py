@@ -257,7 +257,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
 
 def write_image(image: np.ndarray, path: str | os.PathLike) -> Path:
     """Write uint8 ``[H, W, C]`` in the mode of :data:`MODES` (format from the suffix; JPEG at
-    quality 95).
+    quality 95, PNG at compression level 1).
 
     Raises:
         ValueError: for an image with alpha and a JPEG path (JPEG holds no alpha: use .png).
@@ -269,5 +269,7 @@ def write_image(image: np.ndarray, path: str | os.PathLike) -> Path:
     if is_jpeg and mode in ("LA", "RGBA"):
         raise ValueError(f"cannot write {path}: the image has an alpha channel; use a .png output")
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(pixels).save(path, **({"quality": 95} if is_jpeg else {}))  # mode from C
+    # PNG at zlib level 1: twice as fast as the default 6 for about 10% larger files
+    options = {"quality": 95} if is_jpeg else {"compress_level": 1}
+    Image.fromarray(pixels).save(path, **options)  # the mode follows C
     return path
