@@ -63,6 +63,7 @@ class TrainConfig:
     val_images: int = 3  # validation images shown in TensorBoard
     xla: bool = False
     mixed_precision: bool = False
+    max_minutes: float | None = None  # stop (checkpoint, validate) after this much training time
 
 
 @dataclass

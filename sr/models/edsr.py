@@ -1,9 +1,14 @@
-"""EDSR baseline: B. Lim et al., "Enhanced Deep Residual Networks for Single Image
-Super-Resolution", CVPRW 2017.
+"""EDSR: B. Lim et al., "Enhanced Deep Residual Networks for Single Image Super-Resolution",
+CVPRW 2017.
 
-16 residual blocks (conv-ReLU-conv, no batch norm, residual scaling 1) of 64 features, a global
-skip, and an upsampler of pixel-shuffle x2 stages (two for x4, one x3 stage for x3). The paper
+Residual blocks (conv-ReLU-conv, no batch norm, residual scaling), a global skip over the body,
+and an upsampler of pixel-shuffle stages (x2 stages for x4, one x3 stage for x3). The paper
 subtracts the DIV2K RGB mean; on the Y channel in [0, 1] we subtract 0.5 and add it back.
+
+``build_edsr_baseline`` is the paper's baseline (16 blocks, 64 features, 1.5 M parameters).
+``build_edsr`` also offers two changes for small CPU budgets: one pixel shuffle of scale^2
+channels at the end (as ESPCN) instead of x2 stages, and a bicubic skip from input to output, so
+that the network only learns the residual over bicubic upscaling (as VDSR, Kim et al. 2016).
 """
 
 from __future__ import annotations
@@ -12,32 +17,41 @@ import keras
 
 from sr.models.layers import PixelShuffle, float32_output
 
+_STAGES = {2: [2], 3: [3], 4: [2, 2], 8: [2, 2, 2]}
 
-def _upsample(x, scale: int, features: int):
-    stages = {2: [2], 3: [3], 4: [2, 2], 8: [2, 2, 2]}
-    if scale not in stages:
+
+def _upsample(x, scale: int, features: int, channels: int, direct: bool):
+    if direct:
+        x = keras.layers.Conv2D(channels * scale * scale, 3, padding="same")(x)
+        return PixelShuffle(scale)(x)
+    if scale not in _STAGES:
         raise ValueError(f"EDSR supports scales 2, 3, 4 and 8, got {scale}")
-    for r in stages[scale]:
+    for r in _STAGES[scale]:
         x = keras.layers.Conv2D(features * r * r, 3, padding="same")(x)
         x = PixelShuffle(r)(x)
-    return x
+    return keras.layers.Conv2D(channels, 3, padding="same")(x)
 
 
-def build_edsr_baseline(
+def build_edsr(
     scale: int = 4,
     channels: int = 1,
     features: int = 64,
     blocks: int = 16,
     res_scale: float = 1.0,
+    direct_upsample: bool = False,
+    bicubic_skip: bool = False,
 ) -> keras.Model:
-    """Build EDSR (baseline: 16 blocks, 64 features, res_scale 1; full EDSR: 32, 256, 0.1).
+    """Build an EDSR-style network.
 
     Args:
-        scale: upscaling factor (2, 3, 4 or 8).
+        scale: upscaling factor (2, 3, 4 or 8; any with ``direct_upsample``).
         channels: image channels (1 for Y).
         features: filters of every convolution of the body.
         blocks: residual blocks.
-        res_scale: factor on each block's residual before the addition.
+        res_scale: factor on each block's residual before the addition (paper: 1 for the
+            baseline, 0.1 for the 32-block, 256-feature EDSR).
+        direct_upsample: one conv to ``channels * scale^2`` and one pixel shuffle at the end.
+        bicubic_skip: add the bicubic upscaling of the input to the output.
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
@@ -57,7 +71,25 @@ def build_edsr_baseline(
         x = keras.layers.Add()([x, r])
     x = keras.layers.Conv2D(features, 3, padding="same")(x)
     x = keras.layers.Add()([head, x])
-    x = _upsample(x, scale, features)
-    x = keras.layers.Conv2D(channels, 3, padding="same")(x)
-    x = keras.layers.Rescaling(1.0, offset=0.5)(x)
+    x = _upsample(x, scale, features, channels, direct_upsample)
+    if bicubic_skip:
+        up = keras.layers.UpSampling2D(scale, interpolation="bicubic")(lr)
+        x = keras.layers.Add()([x, up])
+    else:
+        x = keras.layers.Rescaling(1.0, offset=0.5)(x)
     return keras.Model(lr, float32_output(x), name=f"edsr_x{scale}")
+
+
+def build_edsr_baseline(
+    scale: int = 4,
+    channels: int = 1,
+    features: int = 64,
+    blocks: int = 16,
+    res_scale: float = 1.0,
+) -> keras.Model:
+    """EDSR baseline of the paper (16 blocks, 64 features, res_scale 1, x2 shuffle stages).
+
+    Returns:
+        Keras model ``[B, h, w, C]`` in [0, 1] to float32 ``[B, s h, s w, C]``.
+    """
+    return build_edsr(scale, channels, features, blocks, res_scale)

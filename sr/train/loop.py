@@ -239,7 +239,15 @@ class Trainer:
         try:
             with stop_signals() as stop:
                 timer.resume()
+                budget = 60.0 * t.max_minutes if t.max_minutes else float("inf")
                 while int(self.step) < t.steps and stop["signal"] is None:
+                    if time.perf_counter() - timer.start > budget:
+                        log.info(
+                            "time budget of %s minutes reached at step %d",
+                            t.max_minutes,
+                            int(self.step),
+                        )
+                        break
                     t0 = time.perf_counter()
                     lr, hr = next(iterator)
                     timer.add_wait(time.perf_counter() - t0)
