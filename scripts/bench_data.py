@@ -51,6 +51,11 @@ PIPELINES = {
         "project",
         ("generator", "data.patches_per_image=100", f"data.pool_size={GEN_POOL}"),
     ),
+    "tfrecord_1shard": (
+        "project data=tfrecord, 1 shard",
+        "project",
+        ("tfrecord", "data.num_shards=1"),
+    ),
     "ref_a": ("ref (a) naive, 1 decode/patch", "ref", ()),
     "ref_b": ("ref (b) 004 generator", "ref", ()),
     "ref_c": ("ref (c) 004 TFRecord", "ref", ()),
@@ -92,6 +97,8 @@ def _build_pipeline(name: str, a):
             )
         else:
             extra = PIPELINES[name][2]
+        if name == "tfrecord_1shard":  # its own shard folder (built here, before the timing)
+            extra = (*extra, f"data.tfrecord_dir={work / 'tfrecord_1shard'}")
         cfg = compose_data(extra[0], a.folder, work / "data", *extra[1:])
         loader = hydra.utils.instantiate(cfg.data)
         loader.prepare()
@@ -151,7 +158,7 @@ def _ceiling(a, files):
 
 
 def _timed_batches(it, batches: int, seconds: float) -> tuple[int, float, list]:
-    """Pull batches until ``batches`` were pulled, or ``seconds`` passed (at least 2 batches).
+    """Pull batches for at least ``seconds`` and 2 batches, or until ``batches`` were pulled.
     Returns (patches, wall seconds, the image index arrays seen)."""
     patches, seen, t0 = 0, [], time.perf_counter()
     for k in range(batches):
@@ -159,7 +166,7 @@ def _timed_batches(it, batches: int, seconds: float) -> tuple[int, float, list]:
         patches += int(batch[0].shape[0])
         if len(batch) > 2:
             seen.append(batch[2].numpy())
-        if k >= 1 and time.perf_counter() - t0 > seconds:
+        if k >= 1 and time.perf_counter() - t0 >= seconds:
             break
     return patches, time.perf_counter() - t0, seen
 
@@ -180,7 +187,7 @@ def run_worker(name: str, a) -> dict:
     first = next(it)
     first_batch_s = time.perf_counter() - t0
     batch_size = int(first[0].shape[0])
-    _timed_batches(it, a.warmup, a.seconds)
+    _timed_batches(it, 10 * a.warmup, a.seconds)  # warm-up: as long as a repeat
     dec0, io0, cpu0 = decodes() or 0, _rchar(), time.process_time()
     rates, total, seen = [], 0, []
     for _ in range(a.repeats):
@@ -486,7 +493,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="smoke run: fewer, shorter repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--batches", type=int, default=None, help="most batches per repeat")
-    p.add_argument("--seconds", type=float, default=None, help="most seconds per repeat")
+    p.add_argument("--seconds", type=float, default=None, help="seconds per repeat")
     p.add_argument("--only", nargs="*", default=None, help="subset of pipelines (debugging)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -497,8 +504,8 @@ def main(argv=None) -> int:
     quick = a.quick
     for key, full, fast in (
         ("repeats", 5, 2),
-        ("batches", 60, 12),
-        ("seconds", 4.0, 1.5),
+        ("batches", 5000, 1000),
+        ("seconds", 2.5, 0.7),
         ("warmup", 6, 3),
         ("index_batches", 100, 20),
         ("decode_images", 40, 12),

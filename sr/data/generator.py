@@ -128,14 +128,20 @@ class PatchPool:
                 used += size
             if keep_all:
                 queue.clear()  # decoded ahead but not needed: the whole folder is in the pool
-                log.info("generator: all %d images decoded once and kept (%.0f MB)", n, used / 2**20)
+                log.info(
+                    "generator: all %d images decoded once and kept (%.0f MB)", n, used / 2**20
+                )
             else:
                 k = len(pool)
                 budget = [max(1, (self.patches_per_image * (j + 1)) // k) for j in range(k)]
                 log.info(
                     "generator: pool of %d images (%.0f MB, bound %d images / %.0f MB), "
                     "%d patches per decoded image",
-                    k, used / 2**20, self.pool_size, self.pool_bytes / 2**20, self.patches_per_image,
+                    k,
+                    used / 2**20,
+                    self.pool_size,
+                    self.pool_bytes / 2**20,
+                    self.patches_per_image,
                 )
                 if k < self.batch_size:
                     log.warning(

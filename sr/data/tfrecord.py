@@ -250,7 +250,7 @@ def read_manifest(out_dir) -> dict | None:
 
 
 def stale_reason(manifest: dict | None, out_dir, images: ImageSet, params: PatchParams):
-    """Why the shards in ``out_dir`` cannot be used for ``images`` and ``params`` (None: usable)."""
+    """Why the shards in ``out_dir`` cannot serve ``images`` and ``params`` (None: usable)."""
     if manifest is None:
         return f"no shards in {out_dir}"
     if manifest["params"] != asdict(params):
@@ -372,7 +372,8 @@ def verify_shards(out_dir, count: int = 100, seed: int | None = 0) -> int:
             )
         if lr is not None:
             s, p = params.scale, params.patch_size // params.scale
-            if not np.array_equal(rec["lr"][0, ..., 0].numpy(), lr[y // s : y // s + p, x // s : x // s + p]):
+            want = lr[y // s : y // s + p, x // s : x // s + p]
+            if not np.array_equal(rec["lr"][0, ..., 0].numpy(), want):
                 raise ValueError(f"LR of record {manifest['images'][i]} y={y} x={x} differs")
         checked += 1
     return checked
