@@ -18,7 +18,7 @@ from benchmarks.measures import (
 from sr.data.images import list_images
 from tests.conftest import write_photos
 
-DRAWS = 4096  # |rho| of an ideal shuffle is about 1/sqrt(4096) = 0.016 here
+DRAWS = 8192  # |rho| of an ideal shuffle is about 1/sqrt(8192) = 0.011 here
 
 
 @pytest.fixture(scope="module")
