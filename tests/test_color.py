@@ -42,3 +42,20 @@ def test_rejects_non_rgb():
 
     with pytest.raises(ValueError, match="shape"):
         rgb_to_y(np.zeros((2, 2, 4)))
+
+
+def test_integer_y_equals_the_rounded_float_y_on_every_colour():
+    from sr.data.color import rgb_to_y_uint8
+
+    v = np.arange(256, dtype=np.uint8)
+    rgb = np.stack(np.meshgrid(v, v, v, indexing="ij"), axis=-1).reshape(-1, 3)  # all 2^24
+    exact = rgb_to_y_uint8(rgb).astype(np.int64)
+    y = rgb_to_y(rgb)[:, 0]
+    frac = y - np.floor(y)
+    clear = np.abs(frac - 0.5) > 1e-9  # off exact halves, float64 rounding is unambiguous
+    np.testing.assert_array_equal(exact[clear], np.floor(y[clear] + 0.5))
+    ties = rgb[~clear].astype(np.int64)
+    num = 65481 * ties[:, 0] + 128553 * ties[:, 1] + 24966 * ties[:, 2]
+    assert np.all((num + 127500) % 255000 == 0)  # the only differences are true halves
+    np.testing.assert_array_equal(exact[~clear], 16 + (num + 127500) // 255000)  # rounded up
+    assert exact.min() == 16 and exact.max() == 235

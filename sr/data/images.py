@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from sr.data.color import rgb_to_y
+from sr.data.color import rgb_to_y_uint8
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ def image_to_y(image: np.ndarray) -> np.ndarray:
     """uint8 ``[H, W]`` Y (BT.601, 16..235, rounded) of a uint8 ``[H, W, 1|3]`` image."""
     if image.shape[-1] == 1:
         return image[..., 0]
-    y = rgb_to_y(image)[..., 0]
-    return np.floor(y + 0.5).astype(np.uint8)
+    return rgb_to_y_uint8(image)
 
 
 def load_y(path: str | os.PathLike) -> np.ndarray:
