@@ -92,6 +92,7 @@ def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mo
     assert SCALARS <= set(logged), sorted(logged)
     assert logged["train/loss"] == [2, 4, 6] and logged["val/psnr"] == [4, 6]
     assert any("bicubic | SR | HR" in t for t in logged)
+    assert "_hparams_/session_start_info" in logged  # the HParams dashboard's record of the run
 
 
 @pytest.mark.slow
