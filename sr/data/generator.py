@@ -146,7 +146,9 @@ class PatchPool:
                 if k < self.batch_size:
                     log.warning(
                         "generator pool holds %d images < batch size %d: batches repeat images; "
-                        "raise data.pool_memory_mb or data.pool_size", k, self.batch_size,
+                        "raise data.pool_memory_mb or data.pool_size",
+                        k,
+                        self.batch_size,
                     )
             while True:
                 yield self._batch(pool, rng)

@@ -168,8 +168,12 @@ class DataLoader:
             return manifest
         log.info("building TFRecord shards in %s: %s", self.tfrecord_dir, reason)
         return tfrecord.write_shards(
-            images, self.tfrecord_dir, self.params(), self.num_shards,
-            seed=self.seed, workers=self.write_workers,
+            images,
+            self.tfrecord_dir,
+            self.params(),
+            self.num_shards,
+            seed=self.seed,
+            workers=self.write_workers,
         )
 
     # -- datasets ------------------------------------------------------------------------------
@@ -182,13 +186,24 @@ class DataLoader:
             if manifest["images"] != [p.name for p in self.images.files]:
                 raise RuntimeError(f"manifest of {self.tfrecord_dir} lists other images")
             return tfrecord.read_patches(
-                self.tfrecord_dir, manifest, self.batch_size, self.shuffle_buffer,
-                seed=self.seed, deterministic=self.deterministic,
+                self.tfrecord_dir,
+                manifest,
+                self.batch_size,
+                self.shuffle_buffer,
+                seed=self.seed,
+                deterministic=self.deterministic,
             )
         pool = PatchPool(
-            self.images, self.crop, self.batch_size, self.patches_per_image, self.pool_size,
-            self.pool_memory_mb, self.decode_workers, self.seed,
-            lr_dir=str(self.lr_dir) if self.lr_dir else None, scale=self.scale,
+            self.images,
+            self.crop,
+            self.batch_size,
+            self.patches_per_image,
+            self.pool_size,
+            self.pool_memory_mb,
+            self.decode_workers,
+            self.seed,
+            lr_dir=str(self.lr_dir) if self.lr_dir else None,
+            scale=self.scale,
             lr_patch=self.lr_patch_size,
         )
         b, c, p = self.batch_size, self.crop, self.lr_patch_size
@@ -204,8 +219,12 @@ class DataLoader:
     def to_pairs(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         """The shared graph stage: augmented float ``(lr, hr)`` from a patch batch."""
         return make_pairs(
-            batch["hr"], self.scale, self.margin, lr=batch.get("lr"),
-            flip=self.flip, rot90=self.rot90,
+            batch["hr"],
+            self.scale,
+            self.margin,
+            lr=batch.get("lr"),
+            flip=self.flip,
+            rot90=self.rot90,
         )
 
     def dataset(self) -> tf.data.Dataset:

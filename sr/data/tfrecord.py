@@ -179,7 +179,11 @@ def write_shards(
         shutil.rmtree(work, ignore_errors=True)
     log.info(
         "wrote %d patches of %d images into %d shards in %s (%.1f s)",
-        manifest["records"], len(images.files), num_shards, out_dir, manifest["build_seconds"],
+        manifest["records"],
+        len(images.files),
+        num_shards,
+        out_dir,
+        manifest["build_seconds"],
     )
     return manifest
 
@@ -280,7 +284,8 @@ def _feature_spec():
 def _decode_raw(raw, height, width, want: int) -> tf.Tensor:
     """uint8 ``[B, want, want, 1]`` from a batch of byte strings, checked against stored shapes."""
     check = tf.debugging.assert_equal(
-        tf.stack([height, width]), tf.cast(want, tf.int64),
+        tf.stack([height, width]),
+        tf.cast(want, tf.int64),
         message=f"record shape differs from the manifest's {want}x{want}: rebuild the shards",
     )
     with tf.control_dependencies([check]):
