@@ -51,18 +51,7 @@ def main(argv=None) -> int:
         ensure_demo(cfg.demo_dir)
     loader = hydra.utils.instantiate(cfg.data)
     try:
-        images = loader.images
-        if args.force:
-            manifest = tfrecord.write_shards(
-                images,
-                loader.tfrecord_dir,
-                loader.params(),
-                loader.num_shards,
-                seed=loader.seed,
-                workers=loader.write_workers,
-            )
-        else:
-            manifest = loader.ensure_shards(images)
+        manifest = loader.ensure_shards(force=args.force)
     except ImageFolderError as e:
         log.error("%s", e)
         return 2

@@ -159,13 +159,15 @@ class DataLoader:
         if self.mode == "tfrecord":
             self.ensure_shards(images)
 
-    def ensure_shards(self, images: ImageSet | None = None) -> dict:
-        """The manifest of up-to-date shards for this config, building them first if needed."""
+    def ensure_shards(self, images: ImageSet | None = None, force: bool = False) -> dict:
+        """The manifest of up-to-date shards for this config, building them first if needed (or
+        always, with ``force``)."""
         images = images or self.images
         manifest = tfrecord.read_manifest(self.tfrecord_dir)
         reason = tfrecord.stale_reason(manifest, self.tfrecord_dir, images, self.params())
-        if reason is None:
+        if reason is None and not force:
             return manifest
+        reason = reason or "rebuild forced"
         log.info("building TFRecord shards in %s: %s", self.tfrecord_dir, reason)
         return tfrecord.write_shards(
             images,
