@@ -175,6 +175,13 @@ def _shard_paths(save_dir) -> list[str]:
     return sorted(str(p) for p in Path(save_dir).glob("*.tfrecords"))
 
 
+# The reference's record ("gt": the 96x96 uint8 patch) plus the source index for the measurements.
+FEATURES = {
+    "gt": tf.io.FixedLenFeature([], tf.string),
+    "index": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
 def read_tfrecords(
     save_dir, patch_size=96, scale=4, batch_size=64, seed=None, shuffle_num=SHUFFLE_NUM, pairs=True
 ) -> tf.data.Dataset:
@@ -183,13 +190,9 @@ def read_tfrecords(
     shuffle(2000) -> prefetch(1000) -> batch -> repeat. ``pairs=False`` parses only the index
     (same order, for cheap shuffle-bias sweeps)."""
     p, s = patch_size, scale
-    features = {
-        "gt": tf.io.FixedLenFeature([], tf.string),
-        "index": tf.io.FixedLenFeature([], tf.int64),
-    }
 
     def parse_one_example(example):
-        f = tf.io.parse_single_example(example, features)
+        f = tf.io.parse_single_example(example, FEATURES)
         index = tf.cast(f["index"], tf.int32)
         if not pairs:
             return index
@@ -216,13 +219,9 @@ def read_tfrecords_batched(
     batch (``parse_example``, TF bicubic on the whole batch, per-sample flips by ``tf.where``),
     no ``py_func``. Isolates what the order of ``map``/``batch`` and ``py_func`` cost."""
     p, s = patch_size, scale
-    features = {
-        "gt": tf.io.FixedLenFeature([], tf.string),
-        "index": tf.io.FixedLenFeature([], tf.int64),
-    }
 
     def parse_batch(serialized):
-        f = tf.io.parse_example(serialized, features)
+        f = tf.io.parse_example(serialized, FEATURES)
         gt = tf.cast(tf.reshape(tf.io.decode_raw(f["gt"], tf.uint8), [-1, p, p, 1]), tf.float32)
         lr = tf.image.resize(gt, [p // s, p // s], "bicubic", antialias=True)
         n = tf.shape(gt)[0]

@@ -28,7 +28,7 @@ import tensorflow as tf
 from PIL import Image
 
 from sr.data.degrade import bicubic_upscale, quantize
-from sr.data.images import ImageFolderError, load_image
+from sr.data.images import load_image
 from sr.data.ycbcr import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.models.layers import PixelShuffle
 
@@ -239,20 +239,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     Raises:
         ImageFolderError: if the file cannot be decoded (names the file).
     """
-    try:
-        with Image.open(path) as im:
-            im.load()
-            if im.mode == "P":
-                im = im.convert("RGBA" if "transparency" in im.info else "RGB")
-            elif im.mode == "PA":
-                im = im.convert("RGBA")
-            elif im.mode in ("La", "RGBa"):  # premultiplied alpha
-                im = im.convert(im.mode[:-1] + "A")
-            if im.mode in ("LA", "RGBA"):
-                return np.ascontiguousarray(np.asarray(im))
-    except (OSError, ValueError) as e:  # PIL raises these for truncated or unknown files
-        raise ImageFolderError(f"cannot decode image {path}: {e}; remove or replace it") from e
-    return load_image(path)  # L, RGB and the conversions of the project's image reader
+    return load_image(path, keep_alpha=True)
 
 
 def write_image(image: np.ndarray, path: str | os.PathLike) -> Path:
@@ -271,5 +258,10 @@ def write_image(image: np.ndarray, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # PNG at zlib level 1: twice as fast as the default 6 for about 10% larger files
     options = {"quality": 95} if is_jpeg else {"compress_level": 1}
-    Image.fromarray(pixels).save(path, **options)  # the mode follows C
+    fmt = Image.registered_extensions().get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"cannot write {path}: unknown image suffix; use .png or .jpg")
+    tmp = path.with_name(f".{path.name}.tmp")
+    Image.fromarray(pixels).save(tmp, format=fmt, **options)  # the mode follows C
+    tmp.replace(path)  # never a half-written image under the final name
     return path

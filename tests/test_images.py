@@ -78,3 +78,13 @@ def test_premade_lr_lookup_and_size_check(tmp_path):
         load_y_pair(tmp_path / "hr" / "0001.png", tmp_path / "lr", 4)
     with pytest.raises(ImageFolderError, match="no LR image for 0001.png"):
         load_y_pair(tmp_path / "hr" / "0001.png", tmp_path / "hr2", 4)
+
+
+def test_keep_alpha(tmp_path):
+    rgb = photo("astronaut")[:32, :40]
+    alpha = np.full(rgb.shape[:2], 9, np.uint8)
+    Image.fromarray(np.dstack([rgb, alpha])).save(tmp_path / "a.png")
+    Image.fromarray(np.dstack([rgb[..., 0], alpha])).save(tmp_path / "la.png")
+    np.testing.assert_array_equal(load_image(tmp_path / "a.png", keep_alpha=True)[..., 3], alpha)
+    assert load_image(tmp_path / "la.png", keep_alpha=True).shape == (32, 40, 2)
+    assert load_image(tmp_path / "la.png").shape == (32, 40, 1)

@@ -165,3 +165,19 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
         float(line.rsplit("lr ", 1)[1]) for line in caplog.text.splitlines() if "] step " in line
     ]
     assert lrs == [pytest.approx(1e-3), pytest.approx(5e-4), pytest.approx(5e-4)]
+
+
+def test_resuming_a_finished_run_saves_and_validates_without_training(folders, tmp_path, compose):
+    from sr.train.app import run
+
+    common = [
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        f"data.data_root={folders / 'root'}",
+        "data.batch_size=4",
+        "train.steps=4",
+        "train.log_every=3",
+    ]
+    assert run(compose(*common), tmp_path / "run")["step"] == 4
+    again = run(compose(*common, f"resume={tmp_path / 'run'}"), tmp_path / "run")
+    assert again["step"] == 4 and again["val/psnr"] > 0

@@ -47,11 +47,12 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
     return files
 
 
-def load_image(path: str | os.PathLike) -> np.ndarray:
+def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:
     """Decode an image to uint8 ``[H, W, 1]`` (grayscale) or ``[H, W, 3]`` (RGB).
 
-    Palette images are expanded, alpha is dropped, 16-bit grayscale is scaled to 8 bits, CMYK is
-    converted to RGB.
+    Palette images are expanded, 16-bit grayscale is scaled to 8 bits, CMYK is converted to RGB.
+    Alpha is dropped, unless ``keep_alpha``: then gray + alpha gives ``[H, W, 2]`` and RGBA (also
+    a palette with transparency, or premultiplied alpha) gives ``[H, W, 4]``.
 
     Raises:
         ImageFolderError: if the file cannot be decoded (names the file).
@@ -62,8 +63,14 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
             mode = im.mode
             if mode == "P":
                 im = im.convert("RGBA" if "transparency" in im.info else "RGB")
-                mode = im.mode
-            if mode in ("L", "LA"):
+            elif mode == "PA":
+                im = im.convert("RGBA")
+            elif mode in ("La", "RGBa"):  # premultiplied alpha
+                im = im.convert(mode[:-1] + "A")
+            mode = im.mode
+            if keep_alpha and mode in ("LA", "RGBA"):
+                arr = np.asarray(im)
+            elif mode in ("L", "LA"):
                 arr = np.asarray(im.getchannel(0))[..., None]
             elif mode in ("I;16", "I;16B", "I;16L", "I"):
                 arr = (np.asarray(im, dtype=np.float64) / 257.0).round().clip(0, 255)

@@ -240,19 +240,20 @@ class Trainer:
             with stop_signals() as stop:
                 timer.resume()
                 budget = 60.0 * t.max_minutes if t.max_minutes else float("inf")
-                while int(self.step) < t.steps and stop["signal"] is None:
+                # A Python step counter: reading the step variable every step would block the
+                # host on the device each step and stop dispatch from running ahead on a GPU.
+                step, loss = int(self.step), None
+                while step < t.steps and stop["signal"] is None:
                     if time.perf_counter() - timer.start > budget:
                         log.info(
-                            "time budget of %s minutes reached at step %d",
-                            t.max_minutes,
-                            int(self.step),
+                            "time budget of %s minutes reached at step %d", t.max_minutes, step
                         )
                         break
                     t0 = time.perf_counter()
                     lr, hr = next(iterator)
                     timer.add_wait(time.perf_counter() - t0)
                     loss = self.train_step(lr, hr)
-                    step = int(self.step)
+                    step += 1
                     if step % t.log_every == 0:
                         self._log_window(timer, float(loss))
                     if step % t.val_every == 0 and step < t.steps:
@@ -264,7 +265,7 @@ class Trainer:
                         self.save()
                         timer.resume()
                 interrupted = stop["signal"]
-                if int(self.step) % t.log_every:
+                if loss is not None and step % t.log_every:
                     self._log_window(timer, float(loss))
                 self.save()
         finally:
