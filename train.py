@@ -13,7 +13,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-import sr.config  # noqa: E402,F401  (registers the schemas and the ${sr_root:} resolver)
+from sr.config import ConfigError  # noqa: E402  (importing it registers the schemas)
 from sr.data.images import ImageFolderError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
 
@@ -27,7 +27,7 @@ def main(cfg: DictConfig) -> float | None:
     log.info("run directory %s\n%s", run_dir, describe(cfg))
     try:
         final = run(cfg, run_dir)
-    except (ImageFolderError, FileNotFoundError) as e:
+    except (ConfigError, ImageFolderError, FileNotFoundError) as e:
         log.error("%s", e)
         sys.exit(2)
     if final.get("interrupted"):

@@ -13,7 +13,7 @@ independent-draw ideal beside it), peak RSS, and CPU-seconds per 1000 patches.
 
 Pipelines: the project's ``data=tfrecord`` and ``data=generator`` loaders built as ``train.py``
 builds them (``hydra.utils.instantiate(cfg.data).dataset()``); the references (a) naive, (b) the
-generator and (c) the TFRecord modes of ``references/004`` (``benchmarks/references.py``), and
+generator and (c) the TFRecord modes of ``references/004`` (``sr/bench/references.py``), and
 (c) reordered (batch before map, no ``py_func``); the in-memory ceiling (the project's post-decode
 graph fed from uint8 patches in RAM); files decoded alone (the generator's decode-bound
 ceiling); and the generator at 16..256 patches per decoded image. Writes ``bench_data.json``,
@@ -35,10 +35,9 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the benchmarks package (not installed: it is not product code)
 
-from benchmarks.folders import SHARED_SAMPLE, compose_data, reencode_png  # noqa: E402
+from sr.bench.folders import SHARED_SAMPLE, compose_data, reencode_png  # noqa: E402
+from sr.config import PROJECT_ROOT  # noqa: E402
 
 GEN_POOL = 64  # generator pool for the decode-bound rows: at least B, smaller than the folder
 PPI_SWEEP = (16, 32, 64, 128, 256)
@@ -83,7 +82,7 @@ def _build_pipeline(name: str, a):
     import hydra
     import tensorflow as tf
 
-    from benchmarks import references as ref
+    from sr.bench import references as ref
     from sr.data.images import list_images
 
     files = list_images(a.folder)
@@ -174,7 +173,7 @@ def _timed_batches(it, batches: int, seconds: float) -> tuple[int, float, list]:
 def run_worker(name: str, a) -> dict:
     import numpy as np
 
-    from benchmarks.measures import distinct_per_batch, ideal_distinct
+    from sr.bench.measures import distinct_per_batch, ideal_distinct
     from sr.data.images import list_images
 
     if name == "decode":
@@ -260,7 +259,7 @@ def build_shards(a) -> dict:
     """Build the project's shards (as ``train.py`` would on first use) and reference (c)'s."""
     import hydra
 
-    from benchmarks import references as ref
+    from sr.bench import references as ref
     from sr.data.images import list_images
 
     work = Path(a.work)
@@ -489,7 +488,7 @@ def main(argv=None) -> int:
         default=None,
         help="image folder (default: ../shared/datasets/hr_sample re-encoded as PNG)",
     )
-    p.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench_data")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "outputs" / "bench_data")
     p.add_argument("--quick", action="store_true", help="smoke run: fewer, shorter repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--batches", type=int, default=None, help="most batches per repeat")

@@ -15,17 +15,13 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import hydra  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
 
-import sr.config  # noqa: E402,F401
+from sr.config import compose  # noqa: E402
 from sr.data.demo import ensure_demo  # noqa: E402
 
 
@@ -52,11 +48,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")
     args = parser.parse_args(argv)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfgs = {
-            m: compose("config", overrides=[f"data={m}", *args.overrides])
-            for m in ("tfrecord", "generator")
-        }
+    cfgs = {m: compose(f"data={m}", *args.overrides) for m in ("tfrecord", "generator")}
     ensure_demo(cfgs["tfrecord"].demo_dir)
     b, p, s = (cfgs["tfrecord"].data[k] for k in ("batch_size", "patch_size", "scale"))
     lr, hr = tf.random.uniform((b, p // s, p // s, 1)), tf.random.uniform((b, p, p, 1))

@@ -15,18 +15,14 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import hydra  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.errors import ConfigCompositionException  # noqa: E402
 
-import sr.config  # noqa: E402,F401
+from sr.config import ConfigError, build_source, compose  # noqa: E402
 from sr.data import tfrecord  # noqa: E402
-from sr.data.demo import ensure_demo  # noqa: E402
+from sr.data.demo import ensure_demo_for  # noqa: E402
 from sr.data.images import ImageFolderError  # noqa: E402
 
 log = logging.getLogger("make_tfrecords")
@@ -45,14 +41,15 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["data=tfrecord", *args.overrides])
-    if Path(cfg.data.hr_dir).resolve().is_relative_to(Path(cfg.demo_dir).resolve()):
-        ensure_demo(cfg.demo_dir)
-    loader = hydra.utils.instantiate(cfg.data)
     try:
+        cfg = compose("data=tfrecord", *args.overrides)
+        loader = build_source(cfg)
+        ensure_demo_for([loader.hr_dir], cfg.demo_dir)
         manifest = loader.ensure_shards(force=args.force)
-    except ImageFolderError as e:
+    except ConfigCompositionException as e:  # a typo, or a key of the other mode
+        log.error("%s: %s", e, e.__cause__)
+        return 2
+    except (ConfigError, ImageFolderError) as e:
         log.error("%s", e)
         return 2
     print(

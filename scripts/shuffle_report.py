@@ -25,10 +25,9 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the benchmarks package (not installed: it is not product code)
 
-from benchmarks.folders import SHARED_SAMPLE  # noqa: E402
+from sr.bench.folders import SHARED_SAMPLE  # noqa: E402
+from sr.config import PROJECT_ROOT  # noqa: E402
 
 
 def project_draws(mode: str, folder, data_root, n: int, *overrides: str):
@@ -37,7 +36,7 @@ def project_draws(mode: str, folder, data_root, n: int, *overrides: str):
     import hydra
     import numpy as np
 
-    from benchmarks.folders import compose_data
+    from sr.bench.folders import compose_data
 
     cfg = compose_data(mode, folder, data_root, *overrides)
     loader = hydra.utils.instantiate(cfg.data)
@@ -66,8 +65,8 @@ def reference_draws(ds, n: int):
 def run(folder: Path, work: Path, first: int, quick: bool, batch_size: int = 64) -> dict:
     import numpy as np
 
-    from benchmarks import references as ref
-    from benchmarks.measures import draw_stats, order_bias
+    from sr.bench import references as ref
+    from sr.bench.measures import draw_stats, order_bias
     from sr.data.images import list_images
 
     files = list_images(folder)
@@ -186,7 +185,7 @@ def chart(res: dict, path: Path) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--folder", type=Path, default=SHARED_SAMPLE, help="folder of sorted images")
-    p.add_argument("--out", type=Path, default=ROOT / "outputs" / "shuffle_report")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "outputs" / "shuffle_report")
     p.add_argument("--first", type=int, default=10_000, help="draws for the early-bias figure")
     p.add_argument("--quick", action="store_true", help="only the first draws, not an epoch")
     a = p.parse_args(argv)

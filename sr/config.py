@@ -2,78 +2,74 @@
 at start-up, not a silent default.
 
 The YAML files of ``conf/`` extend these schemas through their defaults lists
-(``- base_data``, ``- base_train``). ``${sr_root:}`` resolves to the project's root folder (the
-parent of the ``sr`` package), so that default paths work from any working directory.
+(``- base_tfrecord``, ``- base_train``); the data schemas live beside their sources
+(``sr.data.tfrecord.TFRecordConfig``, ``sr.data.generator.GeneratorConfig``) and are registered
+here. ``${sr_root:}`` resolves to the project's root folder (the parent of the ``sr`` package), so
+that default paths work from any working directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from hydra.errors import InstantiationException
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from sr.data import SOURCES, PatchSource
+from sr.data.generator import GeneratorConfig
+from sr.data.source import DataConfig
+from sr.data.tfrecord import TFRecordConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
+# The schema of each ``conf/data/<mode>.yaml`` (its defaults list names the key of this table);
+# each lives beside the source class it configures.
+DATA_SCHEMAS = {"base_tfrecord": TFRecordConfig, "base_generator": GeneratorConfig}
 
-@dataclass
-class DataConfig:
-    """Arguments of :class:`sr.data.DataLoader` (see its docstring for each key)."""
 
-    _target_: str = "sr.data.DataLoader"
-    mode: str = "tfrecord"
-    hr_dir: str = "${sr_root:}/data/demo/train"
-    val_dir: str | None = "${sr_root:}/data/demo/val"
-    lr_dir: str | None = None
-    batch_size: int = 64
-    patch_size: int = 96
-    scale: int = 4
-    flip: bool = True
-    rot90: bool = False
-    seed: int | None = "${seed}"  # type: ignore[assignment]
-    tfrecord_dir: str | None = None
-    data_root: str = "${sr_root:}/data"
-    num_shards: int = 10
-    stride: int = 64
-    shuffle_buffer: int = 2048
-    write_workers: int = 2
-    deterministic: bool = False
-    patches_per_image: int = 64
-    pool_size: int = 128
-    pool_memory_mb: float = 1024.0
-    decode_workers: int = 2
+class ConfigError(ValueError):
+    """A config value that cannot work (out of range, inconsistent); names the key."""
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 5000
+    """Keys of the ``train`` group (schema; defaults written here only)."""
+
+    steps: int = 5000  # training steps (a resumed run continues to this step)
     lr: float = 1e-3  # initial learning rate
-    lr_schedule: str = "cosine"  # cosine | step | constant
+    lr_schedule: str = "cosine"  # cosine (to lr / 100), step (halve each lr_decay_steps), constant
     lr_decay_steps: int = 200_000  # step schedule: halve every this many steps
-    lr_warmup_steps: int = 0
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    loss: str = "l1"  # l1 | l2
-    log_every: int = 100
-    val_every: int = 1000
-    ckpt_every: int = 1000
-    max_to_keep: int = 3
+    lr_warmup_steps: int = 0  # cosine schedule: linear warm-up from 0 over this many steps
+    beta_1: float = 0.9  # Adam
+    beta_2: float = 0.999  # Adam
+    loss: str = "l1"  # l1 or l2, on [0, 1] pixels
+    log_every: int = 100  # timing line and TensorBoard scalars every N steps
+    val_every: int = 1000  # PSNR/SSIM on data.val_dir every N steps (and at the end)
+    ckpt_every: int = 1000  # checkpoint every N steps (and at the end, and on Ctrl-C / SIGTERM)
+    max_to_keep: int = 3  # checkpoints kept
     val_images: int = 3  # validation images shown in TensorBoard
-    xla: bool = False
-    mixed_precision: bool = False
-    max_minutes: float | None = None  # stop (checkpoint, validate) after this much training time
+    xla: bool = False  # jit_compile the train step
+    mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
+    max_minutes: float | None = None  # wall-time budget of the loop; stops early, saved, validated
 
 
 @dataclass
 class Config:
+    """The root of the config (``conf/config.yaml``)."""
+
     data: Any = MISSING
     model: Any = MISSING
     train: TrainConfig = field(default_factory=TrainConfig)
-    seed: int | None = 0
-    resume: str | None = None
-    demo_dir: str = "${sr_root:}/data/demo"
+    seed: int | None = 0  # seeds shuffles, crops, flips and weights (null: none)
+    resume: str | None = None  # a run directory (outputs/DATE/TIME): continue from its checkpoint
+    demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
 
 
 def register() -> None:
@@ -84,8 +80,170 @@ def register() -> None:
         OmegaConf.register_new_resolver("sr_or", lambda *args: next((a for a in args if a), None))
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
-    cs.store(group="data", name="base_data", node=DataConfig)
+    for name, node in DATA_SCHEMAS.items():
+        cs.store(group="data", name=name, node=node)
     cs.store(group="train", name="base_train", node=TrainConfig)
 
 
 register()
+
+
+def compose(*overrides: str) -> DictConfig:
+    """The config that ``python train.py <overrides>`` would run with, for scripts and tests.
+
+    Composes ``conf/config.yaml`` of the project (``PROJECT_ROOT / "conf"``, whatever the working
+    directory) against the schemas above, without starting a Hydra run (no output directory, no
+    ``hydra`` node). Must not be called from inside a ``@hydra.main`` application.
+
+    Args:
+        overrides: Hydra overrides as on the command line, e.g. ``"data=generator"``,
+            ``"data.hr_dir=/data/DIV2K/DIV2K_train_HR"``.
+
+    Returns:
+        The composed config (interpolations such as ``${sr_root:}`` unresolved until read).
+
+    Raises:
+        hydra.errors.ConfigCompositionException: for an unknown group option or key
+            (``data.pach=64``), or a value of the wrong type (``data.patch_size=abc``).
+    """
+
+    with hydra.initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return hydra.compose("config", overrides=list(overrides))
+
+
+def build_source(cfg: DictConfig) -> PatchSource:
+    """Instantiate ``cfg.data`` (the data source of the chosen mode), which checks every
+    ``data.*`` value.
+
+    Raises:
+        ConfigError: for a key the mode does not take (``+data.pool_size=16`` with
+            ``data=tfrecord``) or a value out of range, naming the key and the fix.
+    """
+    source = hydra.utils.get_class(cfg.data._target_)
+    known = {f.name for f in dataclasses.fields(source.schema)}
+    for key in cfg.data:
+        if key not in known:
+            owners = [
+                s.mode for s in SOURCES if key in {f.name for f in dataclasses.fields(s.schema)}
+            ]
+            where = f"a key of data={owners[0]}" if owners else "not a data key"
+            raise ConfigError(
+                f"data.{key} is {where}, not of data={source.mode}: remove it"
+                + (f" or choose data={owners[0]}" if owners else "")
+            )
+    try:
+        return hydra.utils.instantiate(cfg.data)
+    except InstantiationException as e:
+        if isinstance(e.__cause__, ValueError):
+            raise ConfigError(str(e.__cause__)) from e
+        raise
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's config tables, generated from the schemas and conf/ (``python -m sr.config``)
+# ------------------------------------------------------------------------------------------------
+_FIELD = re.compile(r"^    (\w+): [^=]+= (.+?)(?:\s+#\s*(?:type: ignore\[\w+\]\s*#\s*)?(.*))?$")
+
+
+def _field_docs(schema) -> dict[str, str]:
+    """Each field's documentation in a schema's source: its trailing comment, else the comment
+    lines just above it (base classes first)."""
+    docs: dict[str, str] = {}
+    for cls in reversed(schema.__mro__):
+        if not dataclasses.is_dataclass(cls):
+            continue
+        above: list[str] = []
+        for line in inspect.getsource(cls).splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                above.append(stripped.lstrip("# "))
+                continue
+            m = _FIELD.match(line)
+            if m and m.group(1) != "_target_":
+                docs[m.group(1)] = (m.group(3) or " ".join(above)).strip()
+            above = []
+    return docs
+
+
+def _show(value) -> str:
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    text = str(value).replace("${sr_root:}/", "")
+    return "the root `seed`" if text == "${seed}" else f"`{text}`"
+
+
+def _yaml_summary(path: Path) -> str:
+    """The first sentence of a YAML's leading comment (up to a line ending in ``.`` or ``:``)."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#") or line.startswith("# @package"):
+            if words:
+                break
+            continue
+        words.append(line.lstrip("# ").strip())
+        if words[-1].endswith((".", ":")):
+            break
+    return " ".join(words).rstrip(":")
+
+
+def config_tables() -> str:
+    """The README's tables: every option of every config group (first comment line of its YAML)
+    and every key of the schemas with its default and meaning (the comment beside the field), so
+    that the documentation cannot drift from the code. ``tests/test_readme.py`` checks that
+    README.md holds exactly this text."""
+    conf = PROJECT_ROOT / "conf"
+    chosen = {}
+    for entry in OmegaConf.load(conf / "config.yaml").defaults:
+        if isinstance(entry, DictConfig) or isinstance(entry, dict):
+            for key, value in dict(entry).items():
+                chosen[str(key).replace("optional ", "")] = value
+    lines = ["| group | option | what it is |", "| --- | --- | --- |"]
+    for group in ("data", "model", "train", "experiment"):
+        for path in sorted((conf / group).glob("*.yaml")):
+            mark = " (default)" if chosen.get(group) == path.stem else ""
+            lines.append(f"| `{group}` | `{path.stem}`{mark} | {_yaml_summary(path)} |")
+    lines += ["", "| key | default | meaning |", "| --- | --- | --- |"]
+    sections = [
+        ("data", DataConfig, "every mode"),
+        *(("data", schema, f"`data={name[5:]}` only") for name, schema in DATA_SCHEMAS.items()),
+        ("train", TrainConfig, ""),
+        ("", Config, ""),
+    ]
+    seen: set[str] = set()
+    for prefix, schema, scope in sections:
+        docs = _field_docs(schema)
+        for f in dataclasses.fields(schema):
+            key = f"{prefix}.{f.name}" if prefix else f.name
+            if f.name == "_target_" or key in seen or f.name in ("data", "model", "train"):
+                continue
+            seen.add(key)
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            scope_note = f" ({scope})" if scope and schema is not DataConfig else ""
+            meaning = docs.get(f.name, "").replace("|", "\\|")
+            lines.append(f"| `{key}` | {_show(default)} | {meaning}{scope_note} |")
+    return "\n".join(lines) + "\n"
+
+
+README_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
+
+
+def update_readme(path: Path = PROJECT_ROOT / "README.md") -> bool:
+    """Replace the text between :data:`README_MARKERS` in ``path`` by :func:`config_tables`;
+    returns True if it changed."""
+    text = path.read_text()
+    start, end = README_MARKERS
+    head, rest = text.split(start, 1)
+    new = f"{head}{start}\n{config_tables()}{end}{rest.split(end, 1)[1]}"
+    path.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m sr.config [--write]: print the tables, or update README
+    import sys
+
+    if "--write" in sys.argv[1:]:
+        print("README.md updated" if update_readme() else "README.md already up to date")
+    else:
+        print(config_tables(), end="")

@@ -3,12 +3,17 @@
 
 For each HR image (uint8, RGB or gray):
 1. HR cropped to a multiple of the scale (top-left kept, as MATLAB ``modcrop``);
-2. LR = MATLAB-equivalent bicubic downscale of the HR RGB (``sr.data.degrade``), rounded to 8 bits
-   like a saved LR image;
+2. LR = ``sr.data.degrade.make_lr`` of the HR RGB: MATLAB-equivalent bicubic downscale, rounded to
+   8 bits like a saved LR image;
 3. the model super-resolves Y of that LR (float, 16..235, divided by 255); its output is rounded
    to 8 bits like a saved SR image;
 4. the bicubic baseline upscales the LR RGB with the same operator, rounded to 8 bits, then Y;
 5. PSNR (peak 255) and SSIM on Y against Y of the HR, ``scale`` pixels cropped from each border.
+
+Y is ``sr.data.color.y_channel`` of the float images (unrounded). The LR is thus made from RGB,
+then converted to Y (MATLAB: ``imresize``, ``uint8``, ``rgb2ycbcr``), as in the literature;
+training makes its LR from the rounded Y instead (``sr.data.degrade`` explains why and gives the
+PSNR difference this makes, measured by ``scripts/lr_order.py``).
 
 With this protocol bicubic x4 gives the published 28.42 dB / 0.8104 on Set5 and 26.00 / 0.7027 on
 Set14 (``../shared/datasets/README.md``).
@@ -23,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from sr.data.degrade import bicubic_downscale, bicubic_upscale, quantize
+from sr.data.color import y_channel
+from sr.data.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.data.images import list_images, load_image
-from sr.metrics import psnr, ssim, to_y
+from sr.metrics import psnr, ssim
 
 
 def modcrop(image: np.ndarray, scale: int) -> np.ndarray:
@@ -46,17 +52,32 @@ class EvalImage:
 
 
 def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
-    """HR crop, LR, bicubic baseline of one uint8 ``[H, W, 1|3]`` image (protocol steps 1, 2, 4).
+    """HR crop, LR, bicubic baseline of one image (protocol steps 1, 2, 4).
+
+    The LR is made from the RGB HR and then converted to Y (the literature's order; training's
+    is the reverse, see ``sr.data.degrade``).
+
+    Args:
+        image: uint8 ``[H, W, 1|3]`` (gray or RGB), values 0..255.
+        scale: s.
+        name: the image's name, for error messages.
+
+    Returns:
+        The :class:`EvalImage` (float64 arrays on the [0, 255] scale).
 
     Raises:
-        ValueError: if the image is too small for the scale.
+        ValueError: if the cropped image is smaller than ``sr.data.degrade.min_hr_size(scale)``
+            (``3 scale``) on a side.
     """
     hr = modcrop(np.asarray(image), scale).astype(np.float64)
-    if min(hr.shape[:2]) < 3 * scale:
-        raise ValueError(f"image {name} {image.shape[:2]} is too small for scale {scale}")
-    lr = quantize(bicubic_downscale(hr, scale)).numpy().astype(np.float64)
+    if min(hr.shape[:2]) < min_hr_size(scale):
+        raise ValueError(
+            f"image {name} {image.shape[:2]} is too small for scale {scale}: it needs at least "
+            f"{min_hr_size(scale)} pixels on each side"
+        )
+    lr = make_lr(hr, scale).numpy().astype(np.float64)
     bicubic = quantize(bicubic_upscale(lr, scale)).numpy().astype(np.float64)
-    return EvalImage(name, to_y(hr), lr, to_y(lr), to_y(bicubic))
+    return EvalImage(name, y_channel(hr), lr, y_channel(lr), y_channel(bicubic))
 
 
 def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:

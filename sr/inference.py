@@ -1,8 +1,8 @@
 """Upscaling whole images with a trained Y-channel model: the logic shared by
 ``scripts/upscale.py`` and ``scripts/export.py``.
 
-An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.data.color.rgb_to_y``,
-the one Y conversion of the project) goes through the model; Cb and Cr (``sr.data.ycbcr``) and an
+An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.data.color``, the one
+colour conversion of the project) goes through the model; Cb and Cr (the same module) and an
 alpha channel are upscaled by the project's one bicubic operator (``sr.data.degrade``,
 MATLAB-equivalent); the result is converted back to RGB and rounded to 8 bits. A grayscale image
 is its own Y. One TensorFlow graph (:meth:`Upscaler.graph`) does all of it, so that upscale.py and
@@ -27,15 +27,13 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.degrade import bicubic_upscale, quantize
+from sr.data.color import rgb_to_ycbcr, ycbcr_to_rgb
+from sr.data.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
 from sr.data.images import load_image
-from sr.data.ycbcr import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.models.layers import PixelShuffle
 
 log = logging.getLogger(__name__)
 
-BICUBIC_RADIUS = 2  # Keys' cubic reaches 2 input pixels on each side when upscaling
-MIN_SIZE = 3  # bicubic_upscale mirrors 3 pixels at each border
 FALLBACK_OVERLAP = 32  # for models whose receptive field cannot be read from their layers
 MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # output mode by channel count
 
@@ -57,40 +55,92 @@ _POINTWISE = (
 
 _CONVOLUTIONS = (keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.SeparableConv2D)
 
+# keras.layers.UpSampling2D's reach in input pixels, by interpolation. Output pixels sample the
+# input at half-pixel centres, (i + 0.5) / s - 0.5, less than 1/2 pixel from the input pixel they
+# lie in, so a kernel of support k reads at most k pixels beside it: nearest (``ops.repeat``) 0,
+# bilinear 1, bicubic 2 (Keys' cubic, a = -0.5, of ``tf.image.resize``), Lanczos 3 and 5.
+_UPSAMPLING_REACH = {"nearest": 0, "bilinear": 1, "bicubic": 2, "lanczos3": 3, "lanczos5": 5}
+
+
+def _layer_reach(layer, factor: int) -> tuple[float, int] | None:
+    """``(radius added in LR pixels, factor after)`` of a layer whose input is at ``factor``
+    times the LR resolution; None for a layer of unknown spatial extent."""
+    if isinstance(layer, keras.Model):
+        inner = _model_reach(layer)
+        return None if inner is None else (inner[0] / factor, factor * inner[1])
+    if isinstance(layer, PixelShuffle):
+        return 0.0, factor * layer.factor
+    if isinstance(layer, _CONVOLUTIONS):
+        if tuple(layer.strides) != (1, 1):
+            return None
+        reach = [
+            math.ceil((k - 1) * d / 2)
+            for k, d in zip(layer.kernel_size, layer.dilation_rate, strict=True)
+        ]
+        return max(reach) / factor, factor
+    if isinstance(layer, keras.layers.UpSampling2D):
+        size, reach = tuple(layer.size), _UPSAMPLING_REACH.get(layer.interpolation)
+        if reach is None or size[0] != size[1]:
+            return None
+        return reach / factor, factor * size[0]
+    if isinstance(layer, _POINTWISE):
+        return 0.0, factor
+    return None
+
+
+def _model_reach(model) -> tuple[float, int] | None:
+    """``(radius in input pixels, upscaling factor)`` of a model's outputs, or None."""
+    if not hasattr(model, "_nodes_by_depth"):  # Sequential or subclassed: a chain of layers
+        radius, factor = 0.0, 1
+        for layer in model.layers:
+            step = _layer_reach(layer, factor)
+            if step is None:
+                return None
+            radius, factor = radius + step[0], step[1]
+        return radius, factor
+    reach: dict[int, tuple[float, int]] = {}  # id of a graph tensor -> (radius, factor)
+    for depth in sorted(model._nodes_by_depth, reverse=True):  # inputs first
+        for node in model._nodes_by_depth[depth]:
+            out = (0.0, 1)
+            if not node.is_input:
+                inputs = [reach.get(id(t)) for t in node.input_tensors]
+                if None in inputs or len({f for _, f in inputs}) != 1:
+                    return None
+                step = _layer_reach(node.operation, inputs[0][1])
+                if step is None:
+                    return None
+                out = (max(r for r, _ in inputs) + step[0], step[1])
+            for t in node.outputs:
+                reach[id(t)] = out
+    outputs = [reach[id(t)] for t in model.outputs]
+    if len({f for _, f in outputs}) != 1:
+        return None
+    return max(r for r, _ in outputs), outputs[0][1]
+
 
 def receptive_radius(model) -> float | None:
-    """Upper bound of a model's receptive-field radius, in input (LR) pixels.
+    """Receptive-field radius of a model, in input (LR) pixels.
 
-    Sums the radius of every 2-D convolution at its resolution (a convolution after pixel
-    shuffles of total factor f reaches ``radius / f`` LR pixels); exact for a chain (ESPCN) and an
-    upper bound with skip connections (EDSR).
+    A functional model's graph is walked from its input: each 2-D convolution adds its radius at
+    its resolution (after pixel shuffles or upsamplings of total factor f it reaches
+    ``radius / f`` LR pixels), ``UpSampling2D`` adds its kernel's reach (nearest 0, bilinear 1,
+    bicubic 2 input pixels), and a merge (``Add``, ``Concatenate``) takes the largest radius of
+    its inputs. The result is the longest path: exact for ESPCN (4) and EDSR, whose global skip
+    and bicubic skip are shorter than the body. A Sequential or subclassed model is taken as the
+    chain of its layers.
 
     Args:
         model: a Keras model (nested models are walked), or any other callable.
 
     Returns:
         The radius in LR pixels, or None when a layer of unknown spatial extent (pooling,
-        strided convolution, resizing, Lambda, ...) or a non-Keras callable is met.
+        strided convolution, ``Resizing``, ``Lambda``, a ``keras.ops`` call, ...) or a non-Keras
+        callable is met.
     """
     if not isinstance(model, keras.Model):
         return None
-    radius, factor = 0.0, 1
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, keras.Model):
-            continue
-        if isinstance(layer, PixelShuffle):
-            factor *= layer.factor
-        elif isinstance(layer, _CONVOLUTIONS):
-            if tuple(layer.strides) != (1, 1):
-                return None
-            reach = [
-                math.ceil((k - 1) * d / 2)
-                for k, d in zip(layer.kernel_size, layer.dilation_rate, strict=True)
-            ]
-            radius += max(reach) / factor
-        elif not isinstance(layer, _POINTWISE):
-            return None
-    return radius
+    reach = _model_reach(model)
+    return None if reach is None else reach[0]
 
 
 def default_overlap(model) -> int:
@@ -101,7 +151,7 @@ def default_overlap(model) -> int:
     if radius is None:
         log.warning("receptive field of the model unknown: tile overlap %d", FALLBACK_OVERLAP)
         return FALLBACK_OVERLAP
-    return math.ceil(radius) + BICUBIC_RADIUS
+    return math.ceil(radius) + KERNEL_RADIUS
 
 
 class Upscaler:
@@ -121,9 +171,9 @@ class Upscaler:
         self.model = model
         self.scale = int(scale)
         self.overlap = default_overlap(model) if overlap is None else int(overlap)
-        if self.overlap < BICUBIC_RADIUS:
+        if self.overlap < KERNEL_RADIUS:
             raise ValueError(
-                f"tile overlap {self.overlap} is too small: use at least {BICUBIC_RADIUS} pixels "
+                f"tile overlap {self.overlap} is too small: use at least {KERNEL_RADIUS} pixels "
                 f"(the bicubic kernel's reach), or leave it unset for the model's receptive field"
             )
         self._functions: dict[int, tf.types.experimental.GenericFunction] = {}
@@ -186,10 +236,10 @@ class Upscaler:
                 f"expected a uint8 image [h, w, 1|2|3|4], got {image.dtype} {image.shape}"
             )
         h, w, channels = image.shape
-        if min(h, w) < MIN_SIZE:
+        if min(h, w) < MIN_LR_SIZE:
             raise ValueError(
                 f"image {w}x{h} is too small: upscaling needs at least "
-                f"{MIN_SIZE}x{MIN_SIZE} pixels"
+                f"{MIN_LR_SIZE}x{MIN_LR_SIZE} pixels"
             )
         if tile < 0:
             raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")

@@ -3,8 +3,9 @@
 Protocol (SRCNN, VDSR, EDSR, RCAN tables): HR cropped to a multiple of the scale, LR by MATLAB
 bicubic, metrics on Y of BT.601 (MATLAB ``rgb2ycbcr``, 16..235) computed from 8-bit RGB, ``scale``
 pixels cropped from every border, PSNR with peak 255, SSIM of Wang et al. 2004 (11x11 Gaussian
-window, sigma 1.5, K1 = 0.01, K2 = 0.03, statistics over the valid part of the window). A
-single-channel image is its own Y. Everything is computed in float64.
+window, sigma 1.5, K1 = 0.01, K2 = 0.03, statistics over the valid part of the window). The
+metrics take Y channels ``[H, W]``: ``sr.data.color.y_channel`` makes them (a single-channel image
+is its own Y). Everything is computed in float64.
 """
 
 from __future__ import annotations
@@ -12,34 +13,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from sr.data.color import rgb_to_y
-
 SSIM_SIGMA = 1.5
 SSIM_RADIUS = 5  # 11x11 window
 SSIM_K1, SSIM_K2 = 0.01, 0.03
-
-
-def to_y(image) -> np.ndarray:
-    """Y in [0, 255] (float64 ``[H, W]``) of an 8-bit-range image for scoring.
-
-    Args:
-        image: ``[H, W]``, ``[H, W, 1]`` (its own Y) or ``[H, W, 3]`` RGB (an alpha channel, if
-            present as a 4th channel, is ignored), values in [0, 255].
-
-    Returns:
-        float64 ``[H, W]``: Y of BT.601 in [16, 235] for RGB, the values themselves otherwise.
-
-    Raises:
-        ValueError: on any other shape.
-    """
-    x = np.asarray(image, dtype=np.float64)
-    if x.ndim == 2:
-        return x
-    if x.ndim == 3 and x.shape[-1] in (1, 2):  # gray, or gray + alpha
-        return x[..., 0]
-    if x.ndim == 3 and x.shape[-1] in (3, 4):
-        return rgb_to_y(x[..., :3])[..., 0]
-    raise ValueError(f"expected an image [H, W], [H, W, 1|3|4], got shape {x.shape}")
 
 
 def crop_border(x: np.ndarray, border: int) -> np.ndarray:

@@ -12,9 +12,9 @@ import pytest  # noqa: E402
 import skimage.data  # noqa: E402
 from PIL import Image  # noqa: E402
 
-import sr.config  # noqa: E402,F401
+import sr.config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = sr.config.PROJECT_ROOT
 SHARED = ROOT.parent / "shared" / "datasets"
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "immunohistochemistry", "camera", "moon")
 
@@ -46,23 +46,31 @@ def photo_dir(tmp_path) -> Path:
     return tmp_path / "hr"
 
 
+@pytest.fixture(scope="session")
+def folders(tmp_path_factory) -> Path:
+    """A tiny training run's data: ``train/`` (4 real photos, 150x158) and ``val/`` (2, 64x72)."""
+    root = tmp_path_factory.mktemp("data")
+    write_photos(root / "train", size=150, names=("astronaut", "coffee", "rocket", "moon"))
+    write_photos(root / "val", size=64, names=("chelsea", "camera"))
+    return root
+
+
 @pytest.fixture
 def compose():
-    """``compose(*overrides)`` -> the project's real composed config."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    def _compose(*overrides):
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            return hydra_compose("config", overrides=list(overrides))
-
-    return _compose
+    """``compose(*overrides)`` -> the project's real composed config (``sr.config.compose``)."""
+    return sr.config.compose
 
 
 def shared_folder(name: str) -> Path:
+    """``../shared/datasets/<name>`` beside the repository (the golden-figure test sets).
+
+    Skips the test when the folder is absent locally; fails it in CI (``CI`` set), where a skip
+    would let the golden tests pass without running.
+    """
     path = SHARED / name
     if not path.is_dir():
-        pytest.skip(
-            f"{path} is absent (the ../shared datasets are not checked out beside the repo)"
-        )
+        why = f"{path} is absent (the ../shared datasets are not checked out beside the repo)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI must provide them to run the golden tests", pytrace=False)
+        pytest.skip(why)
     return path

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
+from sr.config import PROJECT_ROOT
 from sr.train.checkpoint import build_model, make_checkpoint, make_manager
 
 TINY = ("model=espcn", "model.features=[8,8]")
@@ -33,15 +34,12 @@ def make_run(compose, run_dir: Path, steps=(5,), scale: int = 4, overrides=TINY)
     return run_dir
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def load_script(name: str):
     """Import ``scripts/<name>.py`` as a module (the scripts are not a package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        f"scripts_{name}", ROOT / "scripts" / f"{name}.py"
+        f"scripts_{name}", PROJECT_ROOT / "scripts" / f"{name}.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

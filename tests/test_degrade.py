@@ -1,10 +1,25 @@
-"""The LR operator against an independent NumPy transcription of MATLAB ``imresize``."""
+"""The LR operator against an independent NumPy transcription of MATLAB ``imresize``; its
+geometry (kernel radius, crop margin, minimum sizes); its fast matrix form; and the colour order
+each use takes (evaluation: RGB, then LR, then Y; training: Y, then LR)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from sr.data.degrade import bicubic_downscale, bicubic_upscale, quantize
+from sr.data.color import y_channel
+from sr.data.degrade import (
+    KERNEL_RADIUS,
+    MIN_LR_SIZE,
+    bicubic_downscale,
+    bicubic_upscale,
+    crop_margin,
+    downscale_matrix,
+    flip_batch,
+    make_lr,
+    min_hr_size,
+    quantize,
+)
+from sr.evaluation import prepare
 from tests.conftest import photo
 
 
@@ -76,14 +91,99 @@ def test_plain_tf_resize_differs_at_borders_only():
     assert np.abs(plain - ours)[0].max() > max(0.05, 100 * interior)
 
 
-def test_margin_gives_the_lr_of_the_whole_image():
-    img = photo("astronaut")[..., 1].astype(np.float64)[:200, :200, None]
-    full = bicubic_downscale(img, 4).numpy()
-    # an HR crop at (40, 64) of 96x96 with an 8-pixel margin -> LR rows 10..34, cols 16..40
-    crop = img[40 - 8 : 40 + 96 + 8, 64 - 8 : 64 + 96 + 8]
-    got = bicubic_downscale(crop, 4, margin=8).numpy()
+@pytest.mark.parametrize("scale", [2, 3, 4])
+def test_crop_margin_is_the_kernel_reach_and_gives_the_lr_of_the_whole_image(scale):
+    m = crop_margin(scale)
+    assert m == KERNEL_RADIUS * scale == 2 * scale
+    img = photo("astronaut")[..., 1].astype(np.float64)[:240, :240, None]
+    full = bicubic_downscale(img, scale).numpy()
+    # an HR patch of 24 s pixels at (10 s, 16 s), cropped with its margin
+    r, c, p = 10 * scale, 16 * scale, 24 * scale
+    crop = img[r - m : r + p + m, c - m : c + p + m]
+    got = bicubic_downscale(crop, scale, margin=m).numpy()
     assert got.shape == (24, 24, 1)
     np.testing.assert_allclose(got, full[10:34, 16:40], atol=1e-3)
+    # Why 2 s: with a margin of s only, the kernel of the outer LR pixels leaves the crop (its
+    # tails are small, but far above float rounding and enough to flip 8-bit roundings).
+    small = img[r - scale : r + p + scale, c - scale : c + p + scale]
+    border = np.abs(bicubic_downscale(small, scale, margin=scale).numpy() - full[10:34, 16:40])
+    assert border[0].max() > 0.02 and border[2:-2, 2:-2].max() < 1e-3
+
+
+def test_minimum_sizes():
+    assert MIN_LR_SIZE == 3 and min_hr_size(4) == 12 and min_hr_size(2) == 6
+    assert bicubic_upscale(np.zeros((3, 3, 1)), 4).shape == (12, 12, 1)
+    with pytest.raises(ValueError, match="at least 3x3 pixels, got 2x3"):
+        bicubic_upscale(np.zeros((2, 3, 1)), 4)
+    rgb = photo("coffee")
+    assert prepare(rgb[:12, :13], 4).lr.shape == (3, 3, 3)  # cropped to 12x12
+    with pytest.raises(ValueError, match="at least 12 pixels"):
+        prepare(rgb[:11, :40], 4, "tiny.png")
+
+
+def test_make_lr_is_the_quantized_bicubic_downscale():
+    rgb = photo("chelsea")[:120, :160]
+    want = quantize(bicubic_downscale(rgb, 4)).numpy()
+    got = make_lr(rgb, 4).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32 and got.shape == (30, 40, 3)
+    np.testing.assert_array_equal(got, np.rint(got))
+    assert got.min() >= 0 and got.max() <= 255
+    crop = rgb[:, :, :1]
+    want = quantize(bicubic_downscale(crop, 4, margin=8)).numpy()
+    np.testing.assert_array_equal(make_lr(crop, 4, margin=8).numpy(), want)
+
+
+def _y_crops(n=16, size=112):
+    y = photo("astronaut")[..., 1]
+    rng = np.random.default_rng(0)
+    corners = rng.integers(0, y.shape[0] - size, size=(n, 2))
+    return np.stack([y[r : r + size, c : c + size] for r, c in corners])[..., None]
+
+
+def test_downscale_matrix_is_the_operator():
+    x = _y_crops(4).astype(np.float32)
+    w = downscale_matrix(112, 4, 8)
+    assert w.shape == (24, 112)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)  # normalised weights
+    got = np.einsum("ik,bkl,jl->bij", w, x[..., 0], w)
+    np.testing.assert_allclose(got, bicubic_downscale(x, 4, margin=8).numpy()[..., 0], atol=2e-3)
+
+
+def test_matrix_form_of_make_lr_with_flips_is_the_lr_of_the_flipped_crops():
+    hr = tf.constant(_y_crops())
+    coins = np.random.default_rng(1).random((3, 16)) < 0.5
+    flips = tuple(tf.constant(c) for c in coins)
+    got = make_lr(hr, 4, 8, flips=flips).numpy()  # matrix form, flips in the matrices
+    assert got.shape == (16, 24, 24, 1) and got.dtype == np.float32
+    want = quantize(bicubic_downscale(flip_batch(hr, flips), 4, margin=8)).numpy()
+    # float32 summation order only: at most one grey level, on rare rounding ties
+    diff = np.abs(got - want)
+    assert diff.max() <= 1.0 and (diff > 0).mean() < 0.01
+    assert coins[2].any() and not np.array_equal(got, make_lr(hr, 4, 8).numpy())
+
+
+# -- which colour order each use takes (sr.data.degrade's module docstring) --
+
+
+def test_evaluation_makes_lr_from_rgb_then_y():
+    rgb = photo("coffee")[:200, :300]  # a real colour photo
+    item = prepare(rgb, 4)
+    lr_rgb = make_lr(rgb, 4).numpy().astype(np.float64)
+    np.testing.assert_array_equal(item.lr, lr_rgb)  # the 8-bit LR of the RGB HR ...
+    np.testing.assert_array_equal(item.lr_y, y_channel(lr_rgb))  # ... then its Y
+    # Not the LR of the Y (training's order): the 8-bit rounding sits in between.
+    lr_of_y = make_lr(y_channel(rgb)[..., None], 4).numpy()[..., 0]
+    diff = np.abs(item.lr_y - lr_of_y)
+    assert diff.mean() > 0.1 and diff.max() >= 0.5
+
+
+def test_gray_images_take_the_same_lr_either_way():
+    gray = photo("camera")[:96, :128, None]
+    item = prepare(gray, 4)
+    np.testing.assert_array_equal(
+        item.lr_y, make_lr(y_channel(gray)[..., None], 4).numpy()[..., 0]
+    )
 
 
 def test_quantize_rounds_half_away_from_zero_and_clips():
@@ -99,3 +199,5 @@ def test_errors_name_the_value():
         bicubic_downscale(np.zeros((16, 16, 1)), 4, margin=6)
     with pytest.raises(ValueError, match="positive integer"):
         bicubic_downscale(np.zeros((16, 16, 1)), 2.5)
+    with pytest.raises(ValueError, match="positive integer, got 0"):
+        crop_margin(0)

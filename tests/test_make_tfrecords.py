@@ -7,9 +7,11 @@ import pytest
 from tests.conftest import ROOT
 
 
-def run(*args):
+def run(*args, cwd):
+    """Run the CLI from ``cwd`` (not the repository: scripts work from any directory)."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "make_tfrecords.py"), *map(str, args)],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -21,19 +23,21 @@ def run(*args):
 def test_cli_builds_verifies_and_keeps_up_to_date_shards(photo_dir, tmp_path):
     out_dir = tmp_path / "shards"
     args = [f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}", "data.num_shards=3"]
-    code, out = run(*args, "--verify", 20)
+    code, out = run(*args, "--verify", 20, cwd=tmp_path)
     assert code == 0, out
     assert "building TFRecord shards" in out and "verified 20 records" in out
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert len(manifest["shards"]) == 3 and manifest["source"]["files"] == 7
-    code, out = run(*args)
+    code, out = run(*args, cwd=tmp_path)
     assert code == 0 and "building" not in out
-    code, out = run(*args, "--force")
+    code, out = run(*args, "--force", cwd=tmp_path)
     assert code == 0 and "wrote" in out
 
 
 @pytest.mark.slow
 def test_cli_names_an_empty_folder(tmp_path):
     (tmp_path / "empty").mkdir()
-    code, out = run(f"data.hr_dir={tmp_path / 'empty'}", f"data.tfrecord_dir={tmp_path / 's'}")
+    code, out = run(
+        f"data.hr_dir={tmp_path / 'empty'}", f"data.tfrecord_dir={tmp_path / 's'}", cwd=tmp_path
+    )
     assert code == 2 and f"{tmp_path / 'empty'} holds no .png" in out

@@ -2,14 +2,15 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
+from sr.data.color import y_channel
 from sr.evaluation import evaluate_folder
-from sr.metrics import crop_border, psnr, ssim, to_y
+from sr.metrics import crop_border, psnr, ssim
 from tests.conftest import photo, shared_folder
 
 
 @pytest.fixture
 def pair():
-    hr = to_y(photo("astronaut")[:200, :180])
+    hr = y_channel(photo("astronaut")[:200, :180].astype(np.float64))
     rng = np.random.default_rng(0)
     sr = np.clip(np.rint(hr + rng.normal(0, 6, hr.shape)), 0, 255)
     return sr, hr

@@ -1,10 +1,17 @@
+"""sr.models: the builders' sizes, any-size inputs, the pixel-shuffle arrangement, the
+upsampling layer of the bicubic skip, errors."""
+
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from sr.models import build_edsr_baseline, build_espcn
+from sr.inference import receptive_radius
+from sr.models import PixelShuffle, build_edsr, build_espcn
+from sr.models.layers import UpSampling2D
 
 
-@pytest.mark.parametrize("build", [build_espcn, build_edsr_baseline])
+@pytest.mark.parametrize("build", [build_espcn, build_edsr])
 @pytest.mark.parametrize("h, w", [(24, 24), (17, 23)])
 def test_any_size_in_4x_out(build, h, w):
     model = build(scale=4)
@@ -15,23 +22,56 @@ def test_any_size_in_4x_out(build, h, w):
 def test_sizes_match_the_papers():
     # ESPCN (Shi 2016): 5x5x64, 3x3x32, 3x3x16 on one channel
     assert build_espcn().count_params() == (25 * 64 + 64) + (9 * 64 * 32 + 32) + (9 * 32 * 16 + 16)
-    # EDSR baseline (Lim 2017): about 1.5 M parameters (the paper's RGB model: 1.52 M)
-    assert 1.49e6 < build_edsr_baseline().count_params() < 1.53e6
+    # EDSR baseline (Lim 2017, build_edsr's defaults): the paper's RGB model has 1.5 M parameters
+    # (the exact count of the architecture is in tests/test_recipes.py)
+    assert 1.51e6 < build_edsr(channels=3).count_params() < 1.52e6
 
 
-def test_espcn_output_is_a_pixel_shuffle_of_the_last_convolution():
-    model = build_espcn(scale=2, features=(4, 4))
+@pytest.mark.parametrize("scale", [2, 3])
+def test_espcn_output_is_a_pixel_shuffle_of_the_last_convolution(scale):
+    model = build_espcn(scale=scale, features=(4, 4))
     x = np.random.default_rng(1).random((1, 5, 6, 1), dtype=np.float32)
-    conv = model.layers[-3]  # last Conv2D, before PixelShuffle and the float32 output
-    import keras
+    conv = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)][-1]
+    (shuffle,) = [layer for layer in model.layers if isinstance(layer, PixelShuffle)]
+    assert shuffle.input is conv.output  # the shuffle rearranges the last convolution's output
 
-    feats = keras.Model(model.input, conv.output)(x).numpy()  # [1, 5, 6, 4]
+    feats = keras.Model(model.input, conv.output)(x).numpy()  # [1, 5, 6, r^2]
+    out = model(x).numpy()  # [1, 5 r, 6 r, 1]
+    assert feats.shape == (1, 5, 6, scale**2) and out.shape == (1, 5 * scale, 6 * scale, 1)
+    # depth_to_space: out[r i + a, r j + b] = feats[i, j, r a + b]
+    for a in range(scale):
+        for b in range(scale):
+            np.testing.assert_allclose(
+                out[0, a::scale, b::scale, 0], feats[0, :, :, scale * a + b], rtol=1e-6, atol=1e-7
+            )
+
+
+@pytest.mark.parametrize(
+    "interpolation, reach",
+    [("nearest", 0), ("bilinear", 1), ("bicubic", 2), ("lanczos3", 3), ("lanczos5", 5)],
+)
+def test_upsampling_is_keras_on_any_size_and_reaches_what_the_tiler_assumes(interpolation, reach):
+    model = keras.Sequential(
+        [keras.Input((None, None, 1)), UpSampling2D(3, interpolation=interpolation)]
+    )
+    x = np.random.default_rng(2).random((1, 15, 15, 1), dtype=np.float32)
     out = model(x).numpy()
-    # depth_to_space: out[2i + a, 2j + b] = feats[i, j, 2a + b]
-    np.testing.assert_allclose(out[0, 1::2, 0::2, 0], feats[0, :, :, 2], rtol=1e-6)
-    np.testing.assert_allclose(out[0, 0::2, 1::2, 0], feats[0, :, :, 1], rtol=1e-6)
+    keras_out = keras.layers.UpSampling2D(3, interpolation=interpolation)(x).numpy()
+    np.testing.assert_array_equal(out, keras_out)
+    # traced for any size, as sr.inference.Upscaler does (Keras 3.15's own layer fails there
+    # for every interpolation but nearest)
+    spec = tf.TensorSpec([1, None, None, 1], tf.float32)
+    traced = tf.function(lambda t: model(t), input_signature=[spec], autograph=False)
+    np.testing.assert_array_equal(traced(x).numpy(), out)
+
+    assert receptive_radius(model) == reach
+    x = tf.Variable(x)
+    with tf.GradientTape() as tape:
+        centre = tf.reduce_sum(model(x)[0, 21:24, 21:24])  # the outputs of LR pixel (7, 7)
+    grad = tape.gradient(centre, x).numpy()[0, :, :, 0]
+    assert np.abs(np.argwhere(grad != 0) - 7).max() == reach
 
 
 def test_edsr_rejects_unsupported_scale():
     with pytest.raises(ValueError, match="scales 2, 3, 4 and 8"):
-        build_edsr_baseline(scale=5)
+        build_edsr(scale=5)

@@ -1,13 +1,18 @@
-"""The shared graph stage: flips stay aligned and LR is the MATLAB bicubic of its HR."""
+"""The shared graph stage: flips stay aligned and LR is ``make_lr`` of its HR, the rounded Y."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
+from PIL import Image
 
-from sr.data.degrade import bicubic_downscale, quantize
+from sr.data.color import y_channel
+from sr.data.degrade import crop_margin, make_lr
+from sr.data.images import load_y
 from sr.data.pairs import make_pairs
 from tests.conftest import photo
 
-S, M, P = 4, 8, 96
+S, P = 4, 96
+M = crop_margin(S)  # 8
 
 
 def _batch(n=32):
@@ -34,12 +39,12 @@ def _transforms(x):
 
 def test_flips_apply_identically_to_lr_and_hr_and_lr_is_exact():
     batch = _batch()
-    lr, hr = make_pairs(tf.constant(batch), S, M, flip=True, rot90=True, seed=3)
+    lr, hr = make_pairs(tf.constant(batch), S, M, flip=True, rot90=True, seed=[3, 0])
     lr, hr = lr.numpy()[..., 0] * 255, hr.numpy()[..., 0] * 255
     assert lr.shape == (32, 24, 24) and hr.shape == (32, 96, 96)
     seen = set()
     for i in range(len(batch)):
-        ref_lr = quantize(bicubic_downscale(batch[i].astype(np.float32), S, margin=M)).numpy()
+        ref_lr = make_lr(batch[i], S, margin=M).numpy()  # direct form, one crop
         ref_hr = batch[i, M:-M, M:-M, 0].astype(np.float32)
         matches = [k for k, v in _transforms(ref_hr).items() if np.array_equal(np.rint(hr[i]), v)]
         assert matches, f"sample {i}: HR is not a rotation/reflection of its source patch"
@@ -64,7 +69,7 @@ def test_flip_off_is_identity_and_values_in_unit_range():
 def test_premade_lr_gets_the_same_flips():
     hr = _batch(16)[:, M:-M, M:-M]
     lr = np.ascontiguousarray(hr[:, 1::4, 2::4])  # any LR: only the flip bookkeeping is tested
-    out_lr, out_hr = make_pairs(tf.constant(hr), S, 0, lr=tf.constant(lr), flip=True, seed=1)
+    out_lr, out_hr = make_pairs(tf.constant(hr), S, 0, lr=tf.constant(lr), flip=True, seed=[1, 0])
     for i in range(16):
         for k, v in _transforms(hr[i, ..., 0]).items():
             if np.array_equal(np.rint(out_hr.numpy()[i, ..., 0] * 255), v):
@@ -74,3 +79,26 @@ def test_premade_lr_gets_the_same_flips():
                 break
         else:
             raise AssertionError(f"sample {i}: HR is not a flip of its source")
+
+
+def test_training_makes_lr_from_the_rounded_y(tmp_path):
+    """Training's order: decode to the rounded uint8 Y (``load_y``), then LR (``make_lr``)."""
+    rgb = photo("coffee")[:200, :300]  # a real colour photo
+    Image.fromarray(rgb).save(tmp_path / "coffee.png")
+    y = load_y(tmp_path / "coffee.png")
+    np.testing.assert_array_equal(y, y_channel(rgb))  # uint8, rounded
+    crops = np.stack([y[r : r + P + 2 * M, c : c + P + 2 * M] for r, c in [(0, 0), (40, 120)]])
+    crops = tf.constant(crops[..., None])
+    lr, hr = make_pairs(crops, S, M, flip=False)
+    np.testing.assert_array_equal(lr.numpy() * 255, make_lr(crops, S, M).numpy())
+    np.testing.assert_array_equal(hr.numpy() * 255, crops.numpy()[:, M:-M, M:-M])
+    # Not evaluation's order (LR of the RGB, then Y): the 8-bit rounding sits in between.
+    rgb_crop = rgb[40 : 40 + P + 2 * M, 120 : 120 + P + 2 * M]
+    eval_lr_y = y_channel(make_lr(rgb_crop, S, M).numpy().astype(np.float64))
+    assert np.abs(lr.numpy()[1, ..., 0] * 255 - eval_lr_y).mean() > 0.1
+
+
+def test_premade_lr_with_a_margin_is_refused():
+    hr = tf.zeros([2, P + 2 * M, P + 2 * M, 1], tf.uint8)
+    with pytest.raises(ValueError, match="use margin=0"):
+        make_pairs(hr, S, M, lr=tf.zeros([2, P // S, P // S, 1], tf.uint8))

@@ -2,6 +2,7 @@
 
 import json
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -46,14 +47,31 @@ def test_round_trip_is_exact_and_shapes_are_stored(shards):
     assert tfrecord.verify_shards(folder, count=50) == 50
 
 
-def test_manifest_holds_parameters_and_fingerprint(shards):
+def test_manifest_describes_the_shards_on_disk(shards, photo_dir):
     images, folder, manifest = shards
-    on_disk = json.loads((folder / "manifest.json").read_text())
-    assert on_disk == manifest
-    assert on_disk["params"]["patch_size"] == 32 and on_disk["params"]["margin"] == 8
-    assert on_disk["params"]["stride"] == 16 and "BT.601" in on_disk["params"]["channel"]
-    assert on_disk["source"]["fingerprint"] == images.fingerprint()
-    assert on_disk["images"] == [p.name for p in images.files]
+    assert json.loads((folder / "manifest.json").read_text()) == manifest  # as returned
+    # every shard file is listed with the number of records it really holds, and nothing else
+    on_disk = {p.name for p in folder.iterdir()} - {"manifest.json"}
+    listed = {s["file"]: s["records"] for s in manifest["shards"]}
+    assert set(listed) == on_disk and len(listed) == 4
+    per_image = Counter()
+    for name, records in _records(folder, manifest):
+        assert listed[name] == len(records)
+        per_image.update(int(r["image"]) for r in records)
+    assert manifest["records"] == sum(listed.values())
+    # images in name order; per image, the count of records and of grid windows over it
+    assert manifest["images"] == sorted(p.name for p in photo_dir.iterdir())
+    for i, name in enumerate(manifest["images"]):
+        h, w = load_y(photo_dir / name).shape
+
+        def windows(n, crop=PARAMS.crop, stride=PARAMS.stride):
+            return (n - crop) // stride + 1 + ((n - crop) % stride > 0)
+
+        assert manifest["patches_per_image"][i] == per_image[i] == windows(h) * windows(w)
+    assert manifest["params"] == dict(
+        patch_size=32, scale=4, margin=8, stride=16, lr_dir=None, channel=tfrecord.CHANNEL
+    )
+    assert manifest["source"]["hr_dir"] == str(photo_dir.resolve())
     assert not [p for p in folder.parent.iterdir() if ".tmp" in p.name]
 
 

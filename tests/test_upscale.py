@@ -14,11 +14,10 @@ import skimage.color
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_y
+from sr.data.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
 from sr.data.degrade import bicubic_upscale, quantize
-from sr.data.ycbcr import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.inference import Upscaler, default_overlap, read_image, receptive_radius
-from sr.models import build_edsr_baseline, build_espcn
+from sr.models import build_edsr, build_espcn
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, photo
 from tests.fake_run import load_script, make_run
@@ -40,7 +39,7 @@ def bicubic_model(x, training=False):
 def tiny_edsr():
     """A model whose output depends on a wide neighbourhood and stays mid-range (EDSR adds 0.5)."""
     keras.utils.set_random_seed(1)
-    return build_edsr_baseline(4, features=8, blocks=1)
+    return build_edsr(4, features=8, blocks=1)
 
 
 def test_ycbcr_matches_matlab_rgb2ycbcr_and_inverts():
@@ -48,7 +47,7 @@ def test_ycbcr_matches_matlab_rgb2ycbcr_and_inverts():
     ycbcr = rgb_to_ycbcr(rgb)
     reference = skimage.color.rgb2ycbcr(rgb)  # MATLAB rgb2ycbcr: Y 16..235, Cb/Cr 16..240
     np.testing.assert_allclose(ycbcr, reference, atol=1e-9)
-    np.testing.assert_array_equal(ycbcr[..., :1], rgb_to_y(rgb))  # the one Y conversion
+    np.testing.assert_array_equal(ycbcr[..., 0], y_channel(rgb.astype(np.float64)))  # one Y
     np.testing.assert_allclose(ycbcr_to_rgb(ycbcr), rgb, atol=1e-9)
     tf_rgb = ycbcr_to_rgb(rgb_to_ycbcr(tf.constant(rgb)))
     assert tf_rgb.dtype == tf.float32
@@ -85,11 +84,12 @@ def test_alpha_by_bicubic_and_gray_through_the_model():
 def test_the_y_of_the_output_is_the_models(tiny_edsr):
     rgb = crop("chelsea", 24, 30)
     out = Upscaler(tiny_edsr, 4)(rgb)
-    sr_y = tiny_edsr(rgb_to_y(rgb.astype(np.float32))[None] / 255.0)[0].numpy() * 255.0
+    y = y_channel(rgb.astype(np.float32)).astype(np.float32)
+    sr_y = tiny_edsr(y[None, ..., None] / 255.0)[0].numpy() * 255.0
     inside = np.all((out > 0) & (out < 255), axis=-1)  # not clipped
     assert inside.mean() > 0.9
     # 8-bit rounding of R, G, B moves Y by at most (65.481 + 128.553 + 24.966) / 255 / 2 = 0.43
-    assert np.abs(rgb_to_y(out.astype(np.float64))[..., 0] - sr_y[..., 0])[inside].max() < 0.44
+    assert np.abs(y_channel(out.astype(np.float64)) - sr_y[..., 0])[inside].max() < 0.44
 
 
 def test_receptive_radius_bounds_the_real_field(tiny_edsr):
@@ -97,9 +97,9 @@ def test_receptive_radius_bounds_the_real_field(tiny_edsr):
     espcn = build_espcn(4, features=(8, 8))
     assert receptive_radius(espcn) == 4.0  # 5x5, 3x3, 3x3 at LR
     assert default_overlap(espcn) == 6
-    assert receptive_radius(build_edsr_baseline(4)) == 35.75  # 1 + 32 + 1 + 1 + 1/2 + 1/4
+    assert receptive_radius(build_edsr(4)) == 35.75  # 1 + 32 + 1 + 1 + 1/2 + 1/4
     assert receptive_radius(bicubic_model) is None and default_overlap(bicubic_model) == 32
-    unknown = keras.Sequential([keras.Input((None, None, 1)), keras.layers.UpSampling2D(4)])
+    unknown = keras.Sequential([keras.Input((None, None, 1)), keras.layers.MaxPooling2D(2)])
     assert receptive_radius(unknown) is None
     for model in (espcn, tiny_edsr):
         x = tf.Variable(np.random.default_rng(0).uniform(size=(1, 25, 25, 1)).astype(np.float32))

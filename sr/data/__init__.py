@@ -1,5 +1,21 @@
-"""Input pipeline: image listing and decoding, Y channel, the LR operator, both loader modes."""
+"""Input pipeline: image listing and decoding (``images``), the Y channel (``color``), the LR
+operator (``degrade``), the graph stage that makes training pairs (``pairs``), and the data
+sources, one module each: ``tfrecord`` (``data=tfrecord``) and ``generator``
+(``data=generator``), both built on ``source``."""
 
-from sr.data.loader import DataLoader
+from sr.data.generator import GeneratorConfig, GeneratorSource
+from sr.data.source import DataConfig, PatchSource, pairs_dataset
+from sr.data.tfrecord import TFRecordConfig, TFRecordSource
 
-__all__ = ["DataLoader"]
+__all__ = [
+    "DataConfig",
+    "GeneratorConfig",
+    "GeneratorSource",
+    "PatchSource",
+    "TFRecordConfig",
+    "TFRecordSource",
+    "SOURCES",
+    "pairs_dataset",
+]
+
+SOURCES = (TFRecordSource, GeneratorSource)  # every data=<mode>, for error messages

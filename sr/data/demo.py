@@ -64,3 +64,20 @@ def ensure_demo(root: str | Path) -> Path:
         Image.fromarray(_photo(name)).save(tmp, format="PNG")
         tmp.replace(root / split / f"{name}.png")
     return root
+
+
+def ensure_demo_for(folders, root: str | Path) -> bool:
+    """Write the demo photographs (:func:`ensure_demo`) if any of ``folders`` lies under ``root``.
+
+    Args:
+        folders: image folders a run will read (None entries are ignored).
+        root: the demo dataset's root (``demo_dir`` of the config).
+
+    Returns:
+        True if the demo is used (and now complete).
+    """
+    demo = Path(root).resolve()
+    if any(f and Path(f).resolve().is_relative_to(demo) for f in folders):
+        ensure_demo(root)
+        return True
+    return False

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from sr.data.color import rgb_to_y_uint8
+from sr.data.color import y_channel
 
 log = logging.getLogger(__name__)
 
@@ -84,21 +84,14 @@ def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def image_to_y(image: np.ndarray) -> np.ndarray:
-    """uint8 ``[H, W]`` Y (BT.601, 16..235, rounded) of a uint8 ``[H, W, 1|3]`` image."""
-    if image.shape[-1] == 1:
-        return image[..., 0]
-    return rgb_to_y_uint8(image)
-
-
 def load_y(path: str | os.PathLike) -> np.ndarray:
-    """Decode an image and return its Y channel as uint8 ``[H, W]`` (16..235 for RGB input; a
-    grayscale image is its own Y).
+    """Decode an image and return its Y channel as uint8 ``[H, W]`` (``sr.data.color.y_channel``:
+    16..235 for RGB input, rounded; a grayscale image is its own Y).
 
     Raises:
         ImageFolderError: if the file cannot be decoded.
     """
-    return image_to_y(load_image(path))
+    return y_channel(load_image(path))
 
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:

@@ -27,6 +27,7 @@ complete.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from sr.data.images import ImageSet, load_y_pair
+from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
 
@@ -386,3 +388,110 @@ def verify_shards(out_dir, count: int = 100, seed: int | None = 0) -> int:
 
 def shard_files(out_dir, manifest: dict) -> Sequence[str]:
     return [str(Path(out_dir) / s["file"]) for s in manifest["shards"]]
+
+
+# ------------------------------------------------------------------------------------------------
+# The source: data=tfrecord
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class TFRecordConfig(DataConfig):
+    """Keys of ``data=tfrecord`` (schema; defaults written here only)."""
+
+    tfrecord_dir: str | None = None  # shard folder; null: <data_root>/tfrecords/<hr_dir>-<hash>
+    data_root: str = "${sr_root:}/data"  # the dataset root (default shard location)
+    num_shards: int = 10  # shard files, interleaved in parallel when read
+    stride: int = 64  # grid step between HR patch corners when writing (pixels)
+    shuffle_buffer: int = 2048  # read-time shuffle buffer (records; 2048 x 112 x 112 B = 26 MB)
+    write_workers: int = 2  # decode threads while writing shards
+
+
+class TFRecordSource(PatchSource):
+    """``data=tfrecord``: patches cut on a grid into shuffled shards (built automatically when
+    missing or stale, see :func:`write_shards`), read with tf.data (:func:`read_patches`).
+
+    Keyword args: those of :class:`sr.data.source.PatchSource`, and
+        tfrecord_dir: shard folder; None for ``<data_root>/tfrecords/<hr_dir name>-<hash>``.
+        data_root: the project's dataset root.
+        num_shards: shard files to write (>= 1). stride: grid step of patch corners (>= 1).
+        shuffle_buffer: records in the read-time shuffle buffer (0 or 1: none).
+        write_workers: decode threads while writing shards (>= 1).
+
+    Raises:
+        ValueError: for a value out of range, naming the key.
+    """
+
+    mode = "tfrecord"
+    schema = TFRecordConfig
+
+    def __init__(
+        self,
+        *,
+        tfrecord_dir: str | None,
+        data_root: str,
+        num_shards: int,
+        stride: int,
+        shuffle_buffer: int,
+        write_workers: int,
+        **common,
+    ):
+        super().__init__(**common)
+        self.num_shards = at_least("num_shards", num_shards)
+        self.stride = at_least("stride", stride)
+        self.shuffle_buffer = at_least("shuffle_buffer", shuffle_buffer, minimum=0)
+        self.write_workers = at_least("write_workers", write_workers)
+        self.data_root = Path(data_root)
+        self.tfrecord_dir = Path(tfrecord_dir) if tfrecord_dir else self._default_tfrecord_dir()
+
+    def _default_tfrecord_dir(self) -> Path:
+        digest = hashlib.sha1(str(self.hr_dir.resolve()).encode()).hexdigest()[:8]
+        return self.data_root / "tfrecords" / f"{self.hr_dir.name}-{digest}"
+
+    def params(self) -> PatchParams:
+        """What the shards are cut with (stored in the manifest; a change rebuilds them)."""
+        return PatchParams(
+            patch_size=self.patch_size,
+            scale=self.scale,
+            margin=self.margin,
+            stride=self.stride,
+            lr_dir=str(self.lr_dir) if self.lr_dir else None,
+        )
+
+    def prepare(self) -> None:
+        """Check the folders and build the shards if missing or stale.
+
+        Raises:
+            ImageFolderError: if a folder is missing or has no usable image.
+        """
+        super().prepare()
+        self.ensure_shards()
+
+    def ensure_shards(self, force: bool = False) -> dict:
+        """The manifest of up-to-date shards for this config, building them first if needed (or
+        always, with ``force``)."""
+        manifest = read_manifest(self.tfrecord_dir)
+        reason = stale_reason(manifest, self.tfrecord_dir, self.images, self.params())
+        if reason is None and not force:
+            return manifest
+        reason = reason or "rebuild forced"
+        log.info("building TFRecord shards in %s: %s", self.tfrecord_dir, reason)
+        return write_shards(
+            self.images,
+            self.tfrecord_dir,
+            self.params(),
+            self.num_shards,
+            seed=self.seed,
+            workers=self.write_workers,
+        )
+
+    def patch_dataset(self) -> tf.data.Dataset:
+        manifest = self.ensure_shards()
+        if manifest["images"] != [p.name for p in self.images.files]:
+            raise RuntimeError(f"manifest of {self.tfrecord_dir} lists other images")
+        return read_patches(
+            self.tfrecord_dir,
+            manifest,
+            self.batch_size,
+            self.shuffle_buffer,
+            seed=self.seed,
+            deterministic=self.deterministic,
+        )

@@ -1,21 +1,27 @@
-"""EDSR: B. Lim et al., "Enhanced Deep Residual Networks for Single Image Super-Resolution",
-CVPRW 2017.
+"""EDSR: B. Lim, S. Son, H. Kim, S. Nah and K. M. Lee, "Enhanced Deep Residual Networks for
+Single Image Super-Resolution", CVPRW 2017.
 
 Residual blocks (conv-ReLU-conv, no batch norm, residual scaling), a global skip over the body,
 and an upsampler of pixel-shuffle stages (x2 stages for x4, one x3 stage for x3). The paper
 subtracts the DIV2K RGB mean; on the Y channel in [0, 1] we subtract 0.5 and add it back.
 
-``build_edsr_baseline`` is the paper's baseline (16 blocks, 64 features, 1.5 M parameters).
-``build_edsr`` also offers two changes for small CPU budgets: one pixel shuffle of scale^2
-channels at the end (as ESPCN) instead of x2 stages, and a bicubic skip from input to output, so
-that the network only learns the residual over bicubic upscaling (as VDSR, Kim et al. 2016).
+One builder, :func:`build_edsr`, makes every variant; a variant is a configuration of it:
+
+- the paper's EDSR baseline (``conf/model/edsr_baseline.yaml``): 16 blocks, 64 features,
+  res_scale 1, x2 pixel-shuffle stages, no bicubic skip (1.52 M parameters on Y, as the paper's
+  1.5 M on RGB);
+- the paper's full EDSR: ``model.blocks=32 model.features=256 model.res_scale=0.1`` over it;
+- ``conf/model/edsr_lite.yaml`` for small CPU budgets, with two changes: one pixel shuffle of
+  scale^2 channels at the end (as ESPCN) instead of x2 stages, and a bicubic skip from input to
+  output, so that the network only learns the residual over bicubic upscaling (as VDSR, Kim et
+  al., CVPR 2016).
 """
 
 from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, float32_output
+from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
 
 _STAGES = {2: [2], 3: [3], 4: [2, 2], 8: [2, 2, 2]}
 
@@ -41,7 +47,7 @@ def build_edsr(
     direct_upsample: bool = False,
     bicubic_skip: bool = False,
 ) -> keras.Model:
-    """Build an EDSR-style network.
+    """Build EDSR; the defaults are the paper's baseline (``conf/model/edsr_baseline.yaml``).
 
     Args:
         scale: upscaling factor (2, 3, 4 or 8; any with ``direct_upsample``).
@@ -73,23 +79,8 @@ def build_edsr(
     x = keras.layers.Add()([head, x])
     x = _upsample(x, scale, features, channels, direct_upsample)
     if bicubic_skip:
-        up = keras.layers.UpSampling2D(scale, interpolation="bicubic")(lr)
+        up = UpSampling2D(scale, interpolation="bicubic")(lr)
         x = keras.layers.Add()([x, up])
     else:
         x = keras.layers.Rescaling(1.0, offset=0.5)(x)
     return keras.Model(lr, float32_output(x), name=f"edsr_x{scale}")
-
-
-def build_edsr_baseline(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 64,
-    blocks: int = 16,
-    res_scale: float = 1.0,
-) -> keras.Model:
-    """EDSR baseline of the paper (16 blocks, 64 features, res_scale 1, x2 shuffle stages).
-
-    Returns:
-        Keras model ``[B, h, w, C]`` in [0, 1] to float32 ``[B, s h, s w, C]``.
-    """
-    return build_edsr(scale, channels, features, blocks, res_scale)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -19,6 +20,25 @@ class PixelShuffle(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "factor": self.factor}
+
+
+@keras.saving.register_keras_serializable(package="sr")
+class UpSampling2D(keras.layers.UpSampling2D):
+    """``keras.layers.UpSampling2D`` (channels last) that also runs in a ``tf.function`` on
+    inputs of unknown height and width, as :class:`sr.inference.Upscaler` traces the model.
+
+    Keras 3.15's ``ops.image.resize`` compares the output size with 0 in Python, which fails on
+    a symbolic size (keras-team/keras PR #22079); this layer calls the same ``tf.image.resize``
+    directly (half-pixel centres, no antialiasing; bicubic is Keys' cubic with a = -0.5), so its
+    output is the Keras layer's: ``[B, h, w, C]`` to ``[B, s h, s w, C]``, float32 for every
+    interpolation but nearest.
+    """
+
+    def call(self, x):
+        if self.interpolation == "nearest" or self.data_format != "channels_last":
+            return super().call(x)
+        size = tf.shape(x)[1:3] * tf.constant(self.size, dtype=tf.int32)
+        return tf.image.resize(x, size, method=self.interpolation)
 
 
 def float32_output(x):

@@ -14,7 +14,6 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from sr.data.images import list_images
 from sr.evaluation import evaluate_images
 from sr.train.checkpoint import make_checkpoint, make_manager
 from sr.train.timing import StepTimer
@@ -104,12 +103,20 @@ def side_by_side(*images: np.ndarray) -> np.ndarray:
     return row[np.newaxis, :, :, np.newaxis].astype(np.float32)
 
 
+def describe_model(model_cfg) -> str:
+    """``build_edsr(blocks=8, features=32, ...)``: the builder and its configured arguments, which
+    tell apart models of one builder (``edsr_baseline`` and ``edsr_lite``) in HParams."""
+    args = ", ".join(f"{k}={v}" for k, v in model_cfg.items() if k != "_target_")
+    return f"{str(model_cfg._target_).rsplit('.', 1)[-1]}({args})"
+
+
 class Trainer:
     """Trains ``model`` on ``loader.dataset()`` and writes everything under ``run_dir``.
 
     Args:
         cfg: the composed config (``train``, ``data``, ``model`` groups).
-        loader: a prepared :class:`sr.data.DataLoader`.
+        loader: a prepared data source (:class:`sr.data.PatchSource`): its ``dataset()`` feeds
+            the loop, its ``val_files`` are the validation images.
         model: Keras model ``[B, h, w, 1] -> [B, s h, s w, 1]``.
         run_dir: the run's output directory (checkpoints/, tb/).
         mixed: mixed float16 is on (``setup_precision``).
@@ -126,7 +133,7 @@ class Trainer:
         self.checkpoint = make_checkpoint(model, self.optimizer, self.step)
         self.manager = make_manager(self.checkpoint, self.run_dir, cfg.train.max_to_keep)
         self.writer = tf.summary.create_file_writer(str(self.run_dir / "tb"))
-        self.val_files = list_images(cfg.data.val_dir) if cfg.data.val_dir else []
+        self.val_files = loader.val_files
         self.loss_fn = LOSSES[cfg.train.loss]
         self.train_step = tf.function(self._train_step, jit_compile=bool(cfg.train.xla))
         self.final: dict = {}
@@ -232,7 +239,7 @@ class Trainer:
             self.model.name,
             t.steps,
             int(self.step),
-            self.cfg.data.mode,
+            self.loader.mode,
             self.cfg.data.batch_size,
             "GPU" if gpu_available() else "CPU",
         )
@@ -317,8 +324,9 @@ class Trainer:
 
         c = self.cfg
         hparams = {
-            "model": str(c.model._target_).rsplit(".", 1)[-1],
-            "data_mode": str(c.data.mode),
+            "model": describe_model(c.model),
+            "parameters": int(self.model.count_params()),
+            "data_mode": self.loader.mode,
             "steps": int(c.train.steps),
             "batch_size": int(c.data.batch_size),
             "patch_size": int(c.data.patch_size),

@@ -6,9 +6,8 @@ All functions take the source-image index of every drawn patch, in draw order (i
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+import scipy.stats
 
 
 def ideal_distinct(n_images: int, batch_size: int) -> float:
@@ -39,23 +38,9 @@ def distinct_per_batch(image: np.ndarray, batch_size: int) -> np.ndarray:
     return 1 + np.count_nonzero(np.diff(batches, axis=1), axis=1)
 
 
-def ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..N of ``x`` with ties given their average rank (as ``scipy.stats.rankdata``)."""
-    x = np.asarray(x).reshape(-1)
-    order = np.argsort(x, kind="stable")
-    sorted_x = x[order]
-    # start of each run of equal values, and the average rank of that run
-    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])
-    ends = np.r_[starts[1:], len(x)]
-    avg = (starts + ends + 1) / 2.0  # ranks starts+1 .. ends averaged
-    out = np.empty(len(x), dtype=np.float64)
-    out[order] = np.repeat(avg, ends - starts)
-    return out
-
-
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rank correlation: Pearson's correlation of the tie-averaged ranks, in [-1, 1]
-    (0 when either input is constant).
+    """Spearman's rank correlation (``scipy.stats.spearmanr``, ties given their average rank), in
+    [-1, 1]; 0 when either input is constant (where scipy returns NaN).
 
     Raises:
         ValueError: if the inputs differ in length or hold fewer than 2 values.
@@ -65,9 +50,9 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
         raise ValueError(
             f"spearman needs two sequences of equal length >= 2, got {len(x)}, {len(y)}"
         )
-    rx, ry = ranks(x) - (len(x) + 1) / 2.0, ranks(y) - (len(y) + 1) / 2.0
-    den = math.sqrt(float(rx @ rx) * float(ry @ ry))
-    return float(rx @ ry / den) if den > 0 else 0.0
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return 0.0
+    return float(scipy.stats.spearmanr(x, y).statistic)
 
 
 def order_bias(image: np.ndarray) -> float:
@@ -79,7 +64,8 @@ def order_bias(image: np.ndarray) -> float:
 
 
 def chi_square(counts: np.ndarray, expected_share: np.ndarray | None = None) -> dict:
-    """Pearson's chi-square test of per-image draw counts against expected shares.
+    """Pearson's chi-square test of per-image draw counts against expected shares
+    (``scipy.stats.chisquare`` over the images of non-zero expected share).
 
     Args:
         counts: int ``[n]`` draws of each image.
@@ -100,12 +86,11 @@ def chi_square(counts: np.ndarray, expected_share: np.ndarray | None = None) -> 
     if np.any((expected == 0) & (counts > 0)):
         raise ValueError("an image with expected share 0 was drawn")
     keep = expected > 0
-    stat = float(np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep]))
     dof = int(keep.sum()) - 1
-    from scipy.special import gammaincc  # upper regularised gamma: the chi-square tail
-
-    p = float(gammaincc(dof / 2.0, stat / 2.0)) if dof > 0 else 1.0
-    return {"chi2": stat, "dof": dof, "p": p, "chi2_per_dof": stat / dof if dof else 0.0}
+    if dof < 1:  # one image (or no draw): nothing to test, where scipy would return NaN
+        return {"chi2": 0.0, "dof": dof, "p": 1.0, "chi2_per_dof": 0.0}
+    stat, p = scipy.stats.chisquare(counts[keep], expected[keep])
+    return {"chi2": float(stat), "dof": dof, "p": float(p), "chi2_per_dof": float(stat) / dof}
 
 
 def draw_stats(

@@ -10,8 +10,9 @@ references yield ``(lr, hr)`` only).
 
 Porting notes (TF1 -> TF2): ``tf.py_func`` -> ``tf.numpy_function``; ``scipy.misc.imread`` ->
 Pillow; ``scipy.misc.imresize(x, 1/s, 'bicubic', 'F')`` -> Pillow's antialiased bicubic resize of
-a float ``F`` image (what ``imresize`` called); ``utils.rgb2ycbcr`` -> ``sr.data.color.rgb_to_y``
-(the same BT.601 formula); ``tf.contrib.data.unbatch`` / one-shot iterators -> TF2 equivalents.
+a float ``F`` image (what ``imresize`` called); ``utils.rgb2ycbcr`` -> the unrounded float Y of
+``sr.data.color`` (the same BT.601 formula); ``tf.contrib.data.unbatch`` / one-shot iterators ->
+TF2 equivalents.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_y
+from sr.data.color import rgb_to_ycbcr, y_channel
 from sr.data.images import load_image, load_y
 
 # The DataLoader defaults of reference 004.
@@ -64,7 +65,7 @@ def naive(
             with tf.control_dependencies([decodes.assign_add(1)]):
                 image = tf.identity(image)
         crop = tf.image.random_crop(image, [p, p, 3])
-        gt = rgb_to_y(tf.cast(crop, tf.float32))
+        gt = rgb_to_ycbcr(tf.cast(crop, tf.float32))[..., :1]  # Y, float32 [p, p, 1]
         lr = tf.image.resize(gt, [p // s, p // s], "bicubic", antialias=True)
         gt, lr = gt / 255.0, lr / 255.0
         c1, c2 = tf.random.uniform([]), tf.random.uniform([])
@@ -102,7 +103,7 @@ class ReferenceGenerator:
             for _ in range(self.per_image):
                 h = rng.integers(height - p + 1)
                 w = rng.integers(width - p + 1)
-                gt = np.float32(rgb_to_y(img[h : h + p, w : w + p])[:, :, 0])
+                gt = np.float32(y_channel(img[h : h + p, w : w + p].astype(np.float64)))
                 lr = imresize_f(gt, s)
                 gt, lr = gt / 255.0, lr / 255.0
                 if rng.random() < 0.5:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_SAMPLE = ROOT.parent / "shared" / "datasets" / "hr_sample"
+from sr.config import PROJECT_ROOT, compose
+
+SHARED_SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "hr_sample"
 
 
 def reencode_png(src: str | os.PathLike, dst: str | os.PathLike, workers: int = 2) -> Path:
@@ -40,18 +41,8 @@ def reencode_png(src: str | os.PathLike, dst: str | os.PathLike, workers: int = 
 
 
 def compose_data(mode: str, hr_dir, data_root, *overrides: str):
-    """The composed ``cfg`` of ``python train.py data=<mode> data.hr_dir=... <overrides>``."""
-    from hydra import compose, initialize_config_dir
-
-    import sr.config  # noqa: F401  (registers the schemas and the ${sr_root:} resolver)
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(
-            "config",
-            overrides=[
-                f"data={mode}",
-                f"data.hr_dir={hr_dir}",
-                f"data.data_root={data_root}",
-                *overrides,
-            ],
-        )
+    """The composed ``cfg`` of ``python train.py data=<mode> data.hr_dir=<hr_dir>
+    [data.data_root=<data_root>] <overrides>`` (:func:`sr.config.compose`); ``data_root``, where
+    shards are built, is set for ``data=tfrecord`` only (the other modes have no such key)."""
+    root = (f"data.data_root={data_root}",) if mode == "tfrecord" else ()
+    return compose(f"data={mode}", f"data.hr_dir={hr_dir}", *root, *overrides)

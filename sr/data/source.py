@@ -1,0 +1,234 @@
+"""Data sources: the public contract of the input pipeline, and the one function that turns any
+source into training batches.
+
+``hydra.utils.instantiate(cfg.data)`` returns a :class:`PatchSource` (the ``_target_`` of the
+chosen ``conf/data/<mode>.yaml``); its :meth:`PatchSource.dataset` is an endless
+``tf.data.Dataset`` of ``(lr, hr)`` batches:
+
+- ``lr``: float32 ``[B, P/s, P/s, 1]``, ``hr``: float32 ``[B, P, P, 1]``, values in [0, 1];
+- the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.data.color``);
+- LR is the project's LR operator (``sr.data.degrade``) applied to an HR crop with a margin (no
+  border error), rounded to the 8-bit grid; or, with ``lr_dir``, pre-made LR images;
+- random vertical and horizontal flips per sample (and transposes with ``rot90``), identical for
+  LR and HR.
+
+A source only makes uint8 patch batches (:meth:`PatchSource.patch_dataset`); every source ends in
+the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.make_pairs`` ->
+prefetch). The sources: ``sr.data.tfrecord.TFRecordSource`` (``data=tfrecord``, sharded patches
+read with tf.data) and ``sr.data.generator.GeneratorSource`` (``data=generator``, a pool of
+decoded images). Adding one is a module with a :class:`DataConfig` subclass (its keys and
+defaults) and a :class:`PatchSource` subclass, registered in ``sr/config.py``, plus a YAML in
+``conf/data/`` naming its ``_target_``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import tensorflow as tf
+from omegaconf import MISSING
+
+from sr.data.degrade import crop_margin
+from sr.data.images import ImageSet, list_images, scan_folder
+from sr.data.pairs import make_pairs
+
+
+@dataclass
+class DataConfig:
+    """Keys of every data source (the ``data`` group's schema; defaults are written here only).
+
+    ``_target_`` comes from the mode's YAML. A key that a source does not take is an error at
+    start-up that names the source's schema (``TFRecordConfig``, ``GeneratorConfig``).
+    """
+
+    _target_: str = MISSING
+    hr_dir: str = "${sr_root:}/data/demo/train"  # HR training images (PNG/JPEG)
+    val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
+    lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
+    batch_size: int = 64  # B, patches per batch
+    patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
+    scale: int = 4  # s
+    flip: bool = True  # random vertical and horizontal flips
+    rot90: bool = False  # also random transposes (all 8 rotations and reflections)
+    seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
+    deterministic: bool = False  # deterministic tf.data order: with a seed, the same batches
+
+
+def at_least(key: str, value, minimum=1):
+    """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
+    if value is None or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"data.{key} must be a number >= {minimum}, got {value!r}")
+    return value
+
+
+class PatchSource(abc.ABC):
+    """A data source: uint8 Y patch batches, turned into training pairs by :func:`pairs_dataset`.
+
+    Keyword args (the keys of :class:`DataConfig`):
+        hr_dir: folder of HR training images (PNG/JPEG; RGB, gray, RGBA or palette).
+        val_dir: folder of full validation images, or None; listed by :meth:`prepare` and read
+            by the trainer through :attr:`val_files`.
+        lr_dir: optional folder of pre-made LR images (DIV2K ``X4`` layout, ``0001x4.png``).
+        batch_size: B. patch_size: HR patch P in pixels, a multiple of ``scale``. scale: s.
+        flip: random flips. rot90: random transposes too.
+        seed: seed of shuffles, crops and flips (None: nondeterministic).
+        deterministic: deterministic element order in tf.data (slower); with a seed (and the
+            global TensorFlow seed that ``train.py`` sets from it) the batches are then the
+            same in every run.
+
+    Raises:
+        ValueError: for a value out of range, naming the key (``data.patch_size 90 is not a
+            multiple of data.scale 4``).
+    """
+
+    mode: ClassVar[str]  # the name of the config option, ``data=<mode>``
+    schema: ClassVar[type[DataConfig]]  # its keys and defaults
+
+    def __init__(
+        self,
+        *,
+        hr_dir: str,
+        val_dir: str | None,
+        lr_dir: str | None,
+        batch_size: int,
+        patch_size: int,
+        scale: int,
+        flip: bool,
+        rot90: bool,
+        seed: int | None,
+        deterministic: bool,
+    ):
+        at_least("scale", scale)
+        at_least("batch_size", batch_size)
+        at_least("patch_size", patch_size)
+        if patch_size % scale:
+            raise ValueError(
+                f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
+                f"{patch_size // scale * scale or scale}"
+            )
+        if not hr_dir:
+            raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
+        self.hr_dir = Path(hr_dir).expanduser()
+        self.val_dir = Path(val_dir).expanduser() if val_dir else None
+        self.lr_dir = Path(lr_dir).expanduser().resolve() if lr_dir else None
+        self.batch_size = int(batch_size)
+        self.patch_size = int(patch_size)
+        self.scale = int(scale)
+        self.flip = bool(flip)
+        self.rot90 = bool(rot90)
+        self.seed = seed
+        self.deterministic = bool(deterministic)
+        self._images: ImageSet | None = None
+        # base of the per-batch flip seeds: the config's seed, else fresh entropy
+        self._flip_seed = (
+            int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**62)
+        )
+        self._val_files: list[Path] | None = None
+
+    # -- geometry ------------------------------------------------------------------------------
+    @property
+    def margin(self) -> int:
+        """HR pixels kept around each patch so that its LR has no border effect
+        (``sr.data.degrade.crop_margin``); 0 with pre-made LR."""
+        return 0 if self.lr_dir else crop_margin(self.scale)
+
+    @property
+    def crop(self) -> int:
+        """Side of the HR crop a patch is cut from: P + 2 margin (pixels)."""
+        return self.patch_size + 2 * self.margin
+
+    @property
+    def lr_patch_size(self) -> int:
+        return self.patch_size // self.scale
+
+    # -- inputs --------------------------------------------------------------------------------
+    @property
+    def images(self) -> ImageSet:
+        """The usable training images (scanned once).
+
+        Raises:
+            ImageFolderError: if the folder is missing or no image is large enough.
+        """
+        if self._images is None:
+            self._images = scan_folder(self.hr_dir, self.crop)
+        return self._images
+
+    @property
+    def val_files(self) -> list[Path]:
+        """The validation images of ``val_dir`` in name order (empty without ``val_dir``).
+
+        Raises:
+            ImageFolderError: if ``val_dir`` is set but missing or empty.
+        """
+        if self._val_files is None:
+            self._val_files = list_images(self.val_dir) if self.val_dir else []
+        return self._val_files
+
+    def prepare(self) -> None:
+        """Check the training and validation folders and do the source's own set-up (e.g.
+        build TFRecord shards), before any model is built.
+
+        Raises:
+            ImageFolderError: if a folder is missing or has no usable image.
+        """
+        self.images  # noqa: B018  (scans and checks the training folder)
+        self.val_files  # noqa: B018
+
+    # -- datasets ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def patch_dataset(self) -> tf.data.Dataset:
+        """Endless batches of uint8 patches before augmentation and LR generation:
+        ``{"hr": uint8 [B, crop, crop, 1], "image": int32 [B]}`` (+ ``"lr"`` uint8
+        ``[B, P/s, P/s, 1]`` with ``lr_dir``); ``image`` indexes ``self.images.files``. Used by
+        :func:`pairs_dataset` and by the benchmarks."""
+
+    def to_pairs(
+        self, batch: dict[str, tf.Tensor], index: tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """The shared graph stage: augmented float ``(lr, hr)`` from a patch batch
+        (``sr.data.pairs.make_pairs``).
+
+        Args:
+            batch: a batch of :meth:`patch_dataset`.
+            index: int64 scalar, the batch's position in the stream; with it the flips are a
+                stateless function of (``seed``, index), so that a seeded source gives the same
+                pairs in every run however ``map`` schedules its parallel calls. None: flips from
+                TensorFlow's stateful generator.
+        """
+        seed = None if index is None else tf.stack([self._flip_seed, tf.cast(index, tf.int64)])
+        return make_pairs(
+            batch["hr"],
+            self.scale,
+            self.margin,
+            lr=batch.get("lr"),
+            flip=self.flip,
+            rot90=self.rot90,
+            seed=seed,
+        )
+
+    def dataset(self) -> tf.data.Dataset:
+        """Endless ``(lr, hr)`` batches: :func:`pairs_dataset` of this source."""
+        return pairs_dataset(self)
+
+
+def pairs_dataset(source: PatchSource) -> tf.data.Dataset:
+    """The one path from a source to training batches: ``source.patch_dataset()`` ->
+    :meth:`PatchSource.to_pairs` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's
+    index -> prefetch.
+
+    Returns:
+        Endless ``tf.data.Dataset`` of ``(lr, hr)``: float32 ``[B, P/s, P/s, 1]`` and
+        ``[B, P, P, 1]`` in [0, 1] (see the module docstring).
+
+    Raises:
+        ImageFolderError: if the image folder is missing or holds no usable image.
+    """
+    ds = source.patch_dataset().enumerate()
+    ds = ds.map(lambda i, batch: source.to_pairs(batch, i), num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = source.deterministic
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

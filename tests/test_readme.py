@@ -1,0 +1,50 @@
+"""README.md tells the truth about the config: its tables are generated from the schemas, and no
+YAML of conf/ restates or overrides a schema default (defaults are written once)."""
+
+import dataclasses
+
+import pytest
+from omegaconf import OmegaConf
+
+from sr.config import DATA_SCHEMAS, README_MARKERS, Config, TrainConfig, config_tables
+from sr.data.source import DataConfig
+from tests.conftest import ROOT
+
+START, END = README_MARKERS
+
+
+def test_readme_config_tables_are_the_generated_ones():
+    text = (ROOT / "README.md").read_text()
+    assert START in text and END in text
+    block = text.split(START, 1)[1].split(END, 1)[0]
+    assert block.strip() == config_tables().strip(), (
+        "README.md's config tables are stale: run `python -m sr.config --write`"
+    )
+
+
+def test_every_schema_key_has_a_documented_meaning():
+    rows = [r for r in config_tables().splitlines() if r.startswith("| `")]
+    keys = {r.split("`")[1] for r in rows}
+    for prefix, schema in [("data", DataConfig), *(("data", s) for s in DATA_SCHEMAS.values())]:
+        assert {f"{prefix}.{f.name}" for f in dataclasses.fields(schema)} - {
+            "data._target_"
+        } <= keys
+    assert {f"train.{f.name}" for f in dataclasses.fields(TrainConfig)} <= keys
+    for row in rows:
+        meaning = row.rsplit("|", 2)[1].strip()
+        assert meaning and not meaning.startswith("("), f"no meaning in {row}"
+
+
+@pytest.mark.parametrize("mode", ["tfrecord", "generator"])
+def test_the_composed_defaults_are_the_schema_defaults(compose, mode):
+    cfg = compose(f"data={mode}")
+    schema = DATA_SCHEMAS[f"base_{mode}"]
+    data = OmegaConf.to_container(cfg.data, resolve=False)
+    for f in dataclasses.fields(schema):
+        if f.name != "_target_":
+            assert data[f.name] == f.default, f"conf/data/{mode}.yaml restates data.{f.name}"
+    train = OmegaConf.to_container(cfg.train, resolve=False)
+    assert train == OmegaConf.to_container(OmegaConf.structured(TrainConfig))
+    for f in dataclasses.fields(Config):
+        if f.name not in ("data", "model", "train"):
+            assert OmegaConf.to_container(cfg, resolve=False)[f.name] == f.default

@@ -1,0 +1,129 @@
+"""The shipped configs: every YAML of conf/model/ and conf/experiment/ composes, builds a model
+that upscales any size and that the tiler can bound exactly; the EDSR recipe is the paper's."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from sr.inference import Upscaler, receptive_radius
+from sr.models import PixelShuffle
+from sr.train.checkpoint import build_model
+from sr.train.loop import make_optimizer, make_schedule
+from tests.conftest import ROOT, photo
+
+# a new YAML is tested by being there
+CONFIGS = [f"model={p.stem}" for p in sorted((ROOT / "conf" / "model").glob("*.yaml"))] + [
+    f"experiment={p.stem}" for p in sorted((ROOT / "conf" / "experiment").glob("*.yaml"))
+]
+TILE = 16
+
+
+def narrow(cfg):
+    """The config's architecture with 8 filters per convolution: widths do not change the
+    receptive field (blocks and kernels do), and the checks below run many times faster."""
+    cfg = copy.deepcopy(cfg)
+    if "features" in cfg.model:
+        f = cfg.model.features
+        cfg.model.features = 8 if isinstance(f, int) else [8] * len(f)
+    return cfg
+
+
+def test_every_config_is_found():
+    assert {"model=espcn", "model=edsr_baseline", "model=edsr_lite"} <= set(CONFIGS)
+    assert {"experiment=cpu20_hr_sample", "experiment=edsr_baseline_div2k"} <= set(CONFIGS)
+
+
+@pytest.mark.parametrize("override", CONFIGS)
+def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compose, override):
+    cfg = compose(override)
+    s = cfg.data.scale
+    keras.utils.set_random_seed(0)
+    model = build_model(cfg)  # exactly the YAML's model
+    out = model(np.random.default_rng(0).random((2, 24, 24, 1), dtype=np.float32))
+    assert tuple(out.shape) == (2, 24 * s, 24 * s, 1) and out.dtype == "float32"
+    radius = receptive_radius(model)
+    assert radius is not None, f"{override}: the tiler would fall back to a guessed overlap"
+
+    narrow_model = build_model(narrow(cfg))
+    assert receptive_radius(narrow_model) == radius
+
+    # the radius is the real field, neither short nor loose: the outputs of the centre LR pixel
+    # depend on input pixels exactly ceil(radius) away, and no farther (8-bit rounding hides the
+    # outermost taps, so the tiled == untiled check below could not tell an overlap 2 short)
+    reach = math.ceil(radius)
+    n = 2 * reach + 5
+    c = n // 2
+    x = tf.Variable(np.random.default_rng(1).uniform(size=(1, n, n, 1)).astype(np.float32))
+    with tf.GradientTape() as tape:
+        centre = tf.reduce_sum(narrow_model(x)[0, s * c : s * c + s, s * c : s * c + s])
+    grad = tape.gradient(centre, x).numpy()[0, :, :, 0]
+    assert np.abs(np.argwhere(grad != 0) - c).max() == reach
+
+    # and it is enough: tiles read with that overlap give the untiled image (the crop is larger
+    # than a tile and its overlap, so that the first tiles do not see the whole image)
+    upscaler = Upscaler(narrow_model, s)
+    assert upscaler.overlap == reach + 2  # + the reach of the bicubic upscaling of chroma
+    h, w = max(40, TILE + upscaler.overlap + 8), max(52, TILE + upscaler.overlap + 20)
+    image = np.ascontiguousarray(photo("astronaut")[100 : 100 + h, 120 : 120 + w])
+    whole = upscaler(image)
+    tiled = upscaler(image, tile=TILE)
+    assert tiled.shape == whole.shape == (s * h, s * w, 3)
+    assert whole.std() > 10  # a real image, not a flat one
+    assert np.abs(tiled.astype(int) - whole).max() <= 1  # float ties rounded either way
+    assert np.mean(tiled == whole) > 0.999
+
+
+def conv_params(k: int, c_in: int, c_out: int) -> int:
+    return k * k * c_in * c_out + c_out
+
+
+def edsr_baseline_params(channels: int, features: int = 64, blocks: int = 16) -> int:
+    """EDSR baseline x4 (Lim et al., CVPRW 2017, Fig. 3): head conv, residual blocks of two
+    convs, the body's last conv, two x2 stages (conv to 4 features + shuffle), tail conv."""
+    f = features
+    return (
+        conv_params(3, channels, f)
+        + blocks * 2 * conv_params(3, f, f)
+        + conv_params(3, f, f)
+        + 2 * conv_params(3, f, 4 * f)
+        + conv_params(3, f, channels)
+    )
+
+
+def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
+    cfg = compose("experiment=edsr_baseline_div2k")
+
+    # the architecture: EDSR baseline on Y (the paper's RGB model: 1.5 M parameters)
+    model = build_model(cfg)
+    assert model.count_params() == edsr_baseline_params(1) == 1_515_265
+    assert 1.5e6 < edsr_baseline_params(3) < 1.52e6
+    layers = model._flatten_layers(include_self=False, recursive=True)
+    kinds = [type(layer).__name__ for layer in layers]
+    assert kinds.count("Conv2D") == 1 + 2 * 16 + 1 + 2 + 1
+    assert [la.factor for la in model.layers if isinstance(la, PixelShuffle)] == [2, 2]
+    assert "UpSampling2D" not in kinds  # no bicubic skip
+    rescalings = [(la.scale, la.offset) for la in model.layers if type(la).__name__ == "Rescaling"]
+    assert rescalings == [(1.0, -0.5), (1.0, 0.5)]  # the mean shift only: residual scaling 1
+
+    # the data it asks for (not instantiated: only the keys of the recipe)
+    d = cfg.data
+    assert (d.scale, d.batch_size, d.patch_size, d.patch_size // d.scale) == (4, 16, 192, 48)
+    assert d.flip and d.rot90
+    assert d.hr_dir.endswith("data/DIV2K/DIV2K_train_HR")
+    assert d.val_dir.endswith("data/DIV2K/DIV2K_valid_HR")
+
+    # the optimisation: L1, Adam (0.9, 0.999), 1e-4 halved every 200k steps, 300k steps
+    t = cfg.train
+    assert (t.steps, t.loss) == (300_000, "l1")
+    optimizer = make_optimizer(cfg, mixed=False)
+    assert isinstance(optimizer, keras.optimizers.Adam)
+    assert (optimizer.beta_1, optimizer.beta_2) == (0.9, 0.999)
+    schedule = make_schedule(cfg)
+    for step, lr in [(0, 1e-4), (199_999, 1e-4), (200_000, 5e-5), (299_999, 5e-5)]:
+        assert float(schedule(step)) == pytest.approx(lr, rel=1e-6), step

@@ -1,0 +1,75 @@
+"""sr.train.loop.make_schedule: the learning rate per step of the cosine (with linear warm-up),
+step and constant schedules, against their closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sr.train.loop import make_schedule
+
+ALPHA = 0.01  # the cosine ends at 1 % of the learning rate
+
+
+def lr_at(schedule, step: int) -> float:
+    return float(schedule(step)) if callable(schedule) else float(schedule)
+
+
+def cosine(step: int, lr: float, steps: int, warmup: int) -> float:
+    """Linear warm-up from 0 to ``lr`` over ``warmup`` steps, then a half cosine from ``lr`` to
+    ``ALPHA lr`` at ``steps`` (Loshchilov & Hutter, SGDR, ICLR 2017, without restarts)."""
+    if step < warmup:
+        return lr * step / warmup
+    t = min(step - warmup, steps - warmup) / (steps - warmup)
+    return lr * ((1 - ALPHA) * 0.5 * (1 + math.cos(math.pi * t)) + ALPHA)
+
+
+def test_cosine_with_warmup_follows_the_closed_form(compose):
+    cfg = compose(
+        "train.lr_schedule=cosine",
+        "train.lr=2e-3",
+        "train.steps=1100",
+        "train.lr_warmup_steps=100",
+    )
+    schedule = make_schedule(cfg)
+    assert lr_at(schedule, 0) == 0.0
+    assert lr_at(schedule, 50) == pytest.approx(1e-3, rel=1e-5)  # half-way up
+    assert lr_at(schedule, 100) == pytest.approx(2e-3, rel=1e-5)  # the peak at the warm-up's end
+    assert lr_at(schedule, 600) == pytest.approx(2e-3 * (0.5 + ALPHA / 2), rel=1e-5)  # half-way
+    assert lr_at(schedule, 1100) == pytest.approx(2e-5, rel=1e-4)  # 1 % of lr at train.steps
+    assert lr_at(schedule, 5000) == pytest.approx(2e-5, rel=1e-4)  # and after it
+    for step in (0, 1, 37, 99, 100, 101, 350, 777, 1099, 1100):
+        assert lr_at(schedule, step) == pytest.approx(
+            cosine(step, 2e-3, 1100, 100), rel=1e-5, abs=1e-12
+        ), step
+
+
+def test_cosine_without_warmup_starts_at_lr(compose):
+    cfg = compose("train.lr_schedule=cosine", "train.lr=1e-3", "train.steps=400")
+    assert cfg.train.lr_warmup_steps == 0
+    schedule = make_schedule(cfg)
+    for step in (0, 1, 100, 200, 399, 400):
+        assert lr_at(schedule, step) == pytest.approx(cosine(step, 1e-3, 400, 0), rel=1e-5), step
+    assert lr_at(schedule, 0) == pytest.approx(1e-3, rel=1e-6)
+    assert lr_at(schedule, 400) == pytest.approx(1e-5, rel=1e-4)
+
+
+def test_step_schedule_halves_every_decay_steps(compose):
+    cfg = compose("train.lr_schedule=step", "train.lr=1e-3", "train.lr_decay_steps=30")
+    schedule = make_schedule(cfg)
+    expected = {0: 1e-3, 29: 1e-3, 30: 5e-4, 59: 5e-4, 60: 2.5e-4, 95: 1.25e-4}
+    for step, lr in expected.items():
+        assert lr_at(schedule, step) == pytest.approx(lr, rel=1e-6), step
+
+
+def test_constant_schedule(compose):
+    schedule = make_schedule(compose("train.lr_schedule=constant", "train.lr=3e-4"))
+    assert [lr_at(schedule, s) for s in (0, 1, 10**6)] == [pytest.approx(3e-4)] * 3
+
+
+def test_unknown_schedule_is_named(compose):
+    cfg = compose()
+    cfg.train.lr_schedule = "linear"
+    with pytest.raises(ValueError, match="cosine, step or constant, got 'linear'"):
+        make_schedule(cfg)

@@ -1,0 +1,112 @@
+"""sr.train.timing.StepTimer's arithmetic on a fake clock, and the wall-time budget of the
+training loop (``train.max_minutes``) in a real in-process run."""
+
+from __future__ import annotations
+
+import logging
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from sr.train import timing
+from sr.train.timing import StepTimer, WindowStats
+
+BATCH = 16
+
+
+class FakeClock:
+    """``time.perf_counter`` that moves only when told; binary fractions keep sums exact."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=fake))
+    return fake
+
+
+def run_steps(timer: StepTimer, clock: FakeClock, n: int, wait: float, compute: float) -> None:
+    """n steps, each waiting ``wait`` s for its batch, then computing for ``compute`` s."""
+    for _ in range(n):
+        clock.now += wait
+        timer.add_wait(wait)
+        clock.now += compute
+
+
+def test_window_means_wait_share_and_patches_per_second(clock):
+    timer = StepTimer(BATCH, start=clock())
+    run_steps(timer, clock, 4, wait=0.03125, compute=0.09375)  # 0.125 s a step
+    stats = timer.close_window()
+    assert stats == WindowStats(
+        steps=4, step_time_ms=125.0, data_wait_ms=31.25, patches_per_sec=4 * BATCH / 0.5
+    )
+    assert stats.data_wait_share == 0.25
+    assert timer.elapsed() == "0:00:00.500000"
+
+
+def test_summary_is_the_mean_over_windows_weighted_by_steps(clock):
+    timer = StepTimer(BATCH, start=clock())
+    run_steps(timer, clock, 4, wait=0.0, compute=0.125)  # 0.5 s, no wait
+    first = timer.close_window()
+    run_steps(timer, clock, 4, wait=0.125, compute=0.25)  # 1.5 s, 0.5 s of it waiting
+    second = timer.close_window()
+    assert (first.step_time_ms, first.data_wait_share) == (125.0, 0.0)
+    assert (second.step_time_ms, second.data_wait_ms) == (375.0, 125.0)
+    # 8 steps in 2 s, 0.5 s of wait: not the mean of the two windows' shares (0 and 1/3)
+    assert timer.summary() == WindowStats(
+        steps=8, step_time_ms=250.0, data_wait_ms=62.5, patches_per_sec=8 * BATCH / 2.0
+    )
+    assert timer.summary().data_wait_share == 0.25
+
+
+def test_resume_leaves_out_the_time_between_windows(clock):
+    timer = StepTimer(BATCH, start=clock())
+    run_steps(timer, clock, 2, wait=0.0, compute=0.25)
+    timer.close_window()
+    clock.now += 30.0  # validation and a checkpoint
+    timer.resume()
+    run_steps(timer, clock, 2, wait=0.0, compute=0.25)
+    assert timer.close_window().step_time_ms == 250.0  # not (30 + 0.5) / 2 s
+    assert timer.summary().step_time_ms == 250.0
+    assert timer.summary().steps == 4
+    assert timer.elapsed() == "0:00:31"  # wall time since start includes it
+
+
+def test_empty_window_is_none_and_counts_nothing(clock):
+    timer = StepTimer(BATCH, start=clock())
+    assert timer.summary() is None
+    clock.now += 2.0
+    assert timer.close_window() is None
+    assert timer.summary() is None and timer.total_wall == 0.0
+    run_steps(timer, clock, 2, wait=0.0, compute=0.5)
+    assert timer.close_window().step_time_ms == 500.0  # the empty window's 2 s are not in it
+    assert WindowStats(0, 0.0, 0.0, 0.0).data_wait_share == 0.0
+
+
+def test_max_minutes_stops_the_run_saved_before_its_steps(folders, tmp_path, compose, caplog):
+    from sr.train.app import run
+
+    steps = 100_000
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "data=generator",
+        "data.batch_size=4",
+        f"train.steps={steps}",
+        "train.max_minutes=0.05",  # 3 s
+        "train.log_every=10",
+    )
+    with caplog.at_level(logging.INFO):
+        final = run(cfg, tmp_path / "run")
+    step = final["step"]
+    assert step < steps and final["interrupted"] is None
+    assert re.search(rf"time budget of 0\.05 minutes reached at step {step}\b", caplog.text)
+    assert (tmp_path / "run" / "checkpoints" / f"ckpt-{step}.index").is_file()
+    assert final["val/psnr"] > 0  # validated at the end, as a finished run
