@@ -123,7 +123,7 @@ def _build_pipeline(name: str, a):
 
 
 def _ceiling(a, files):
-    """The project's post-decode graph (``DataLoader.to_pairs``, the same tail as ``dataset()``)
+    """The project's post-decode graph (``PatchSource.to_pairs``, the same tail as ``dataset()``)
     fed from uint8 HR crops already in RAM (about 4096 crops spread over every image, drawn
     independently), plus the int32 image index."""
     import hydra
@@ -148,8 +148,8 @@ def _ceiling(a, files):
     n = len(crops)
     ds = tf.data.Dataset.random(seed=0).batch(loader.batch_size)
     ds = ds.map(lambda r: {"hr": tf.gather(hr, r % n), "image": tf.gather(image, r % n)})
-    pairs = ds.map(
-        lambda b: (*loader.to_pairs(b), b["image"]), num_parallel_calls=tf.data.AUTOTUNE
+    pairs = ds.enumerate().map(
+        lambda i, b: (*loader.to_pairs(b, i), b["image"]), num_parallel_calls=tf.data.AUTOTUNE
     )
     options = tf.data.Options()
     options.deterministic = False

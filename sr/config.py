@@ -1,11 +1,13 @@
-"""Structured config schema (Hydra ConfigStore): a typo or a wrong type in an override is an error
-at start-up, not a silent default.
+"""The config: structured schemas (Hydra ConfigStore), composition for scripts, building the data
+source with its checks, and the README's config tables.
 
-The YAML files of ``conf/`` extend these schemas through their defaults lists
-(``- base_tfrecord``, ``- base_train``); the data schemas live beside their sources
-(``sr.data.tfrecord.TFRecordConfig``, ``sr.data.generator.GeneratorConfig``) and are registered
-here. ``${sr_root:}`` resolves to the project's root folder (the parent of the ``sr`` package), so
-that default paths work from any working directory.
+A typo, a wrong type or a key of the other data mode in an override is an error at start-up, not
+a silent default; a value out of range is a :class:`ConfigError` naming the key. The YAML files of
+``conf/`` extend these schemas through their defaults lists (``- base_tfrecord``,
+``- base_train``); the data schemas live beside their sources (``sr.data.source.DataConfig``,
+``sr.data.tfrecord.TFRecordConfig``, ``sr.data.generator.GeneratorConfig``) and are registered
+here from ``sr.data.SOURCES``. ``${sr_root:}`` resolves to the project's root folder (the parent
+of the ``sr`` package), so that default paths work from any working directory.
 """
 
 from __future__ import annotations
@@ -23,15 +25,13 @@ from hydra.errors import InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.data import SOURCES, PatchSource
-from sr.data.generator import GeneratorConfig
 from sr.data.source import DataConfig
-from sr.data.tfrecord import TFRecordConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The schema of each ``conf/data/<mode>.yaml`` (its defaults list names the key of this table);
 # each lives beside the source class it configures.
-DATA_SCHEMAS = {"base_tfrecord": TFRecordConfig, "base_generator": GeneratorConfig}
+DATA_SCHEMAS = {f"base_{source.mode}": source.schema for source in SOURCES}
 
 
 class ConfigError(ValueError):

@@ -18,4 +18,5 @@ __all__ = [
     "pairs_dataset",
 ]
 
-SOURCES = (TFRecordSource, GeneratorSource)  # every data=<mode>, for error messages
+# Every data=<mode>: sr.config registers each one's schema as base_<mode> for conf/data/<mode>.yaml
+SOURCES = (TFRecordSource, GeneratorSource)

@@ -221,8 +221,13 @@ def flip_batch(x: tf.Tensor, flips) -> tf.Tensor:
         ``[B, H, W, C]`` (``[B, W, H, C]`` when transposing), same dtype.
     """
 
+    one_channel = x.shape.rank == 4 and x.shape[-1] == 1
+    if one_channel:  # a [B, 1, 1] select on [B, H, W] is about 2x faster than on [B, H, W, 1]
+        x = x[..., 0]
+    rank = x.shape.rank
+
     def where(mask, a, b):
-        return tf.where(mask[:, tf.newaxis, tf.newaxis, tf.newaxis], a, b)
+        return tf.where(tf.reshape(mask, [-1] + [1] * (rank - 1)), a, b)
 
     flip_v, flip_h, transpose = flips
     if flip_v is not None:
@@ -230,8 +235,8 @@ def flip_batch(x: tf.Tensor, flips) -> tf.Tensor:
     if flip_h is not None:
         x = where(flip_h, tf.reverse(x, [2]), x)
     if transpose is not None:
-        x = where(transpose, tf.transpose(x, [0, 2, 1, 3]), x)
-    return x
+        x = where(transpose, tf.transpose(x, [0, 2, 1, *range(3, rank)]), x)
+    return x[..., tf.newaxis] if one_channel else x
 
 
 @functools.lru_cache(maxsize=16)

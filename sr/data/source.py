@@ -17,7 +17,7 @@ the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.ma
 prefetch). The sources: ``sr.data.tfrecord.TFRecordSource`` (``data=tfrecord``, sharded patches
 read with tf.data) and ``sr.data.generator.GeneratorSource`` (``data=generator``, a pool of
 decoded images). Adding one is a module with a :class:`DataConfig` subclass (its keys and
-defaults) and a :class:`PatchSource` subclass, registered in ``sr/config.py``, plus a YAML in
+defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, plus a YAML in
 ``conf/data/`` naming its ``_target_``.
 """
 
