@@ -22,6 +22,7 @@ def _loader(compose, mode, hr_dir, tmp_path, *extra) -> PatchSource:
     cfg = compose(
         f"data={mode}",
         f"data.hr_dir={hr_dir}",
+        "data.val_dir=null",  # no validation here (a fresh clone has no demo photos)
         "data.batch_size=16",
         *(shards if mode == "tfrecord" else ()),
         *extra,
