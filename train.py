@@ -1,6 +1,12 @@
 """Train a super-resolution model: ``python train.py [data=tfrecord|generator] [model=...] [k=v]``.
 
 See README.md for the config groups and common overrides.
+
+Exit codes: 0 done; 2 a config value, data folder, validation image or ``resume=`` path at fault
+(the message names it; a validation image failing mid-run is reported after the step is saved);
+3 the loss or the weights became NaN or infinite (nothing non-finite saved; the message names the
+step, its learning rate and the last good checkpoint to resume from); 128 + N stopped by signal N
+(SIGINT 130, SIGTERM 143) after saving a checkpoint.
 """
 
 import logging
@@ -16,6 +22,10 @@ from omegaconf import DictConfig  # noqa: E402
 from sr.config import ConfigError  # noqa: E402  (importing it registers the schemas)
 from sr.data.images import ImageFolderError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
+from sr.train.loop import NonFiniteError  # noqa: E402
+
+EXIT_BAD_INPUT = 2  # a config value, folder, image or resume path at fault
+EXIT_NONFINITE = 3  # NaN/inf loss or weights: stopped, last good checkpoint kept
 
 log = logging.getLogger("train")
 logging.getLogger("absl").setLevel(logging.WARNING)  # checkpoint-writer chatter
@@ -29,7 +39,10 @@ def main(cfg: DictConfig) -> float | None:
         final = run(cfg, run_dir)
     except (ConfigError, ImageFolderError, FileNotFoundError) as e:
         log.error("%s", e)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
+    except NonFiniteError as e:
+        log.error("%s", e)
+        sys.exit(EXIT_NONFINITE)
     if final.get("interrupted"):
         sys.exit(128 + int(final["interrupted"]))
     return final.get("val/psnr")

@@ -6,8 +6,11 @@
 Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic; the output has
 exactly ``scale`` times the input's width and height (17x23 gives 68x92 at x4). Gray, gray + alpha,
 RGB and RGBA images keep their mode; palette images come out RGB (RGBA when transparent), 16-bit
-gray comes out 8-bit gray, CMYK comes out RGB. The output format follows the output's suffix
-(a folder keeps each input's file name).
+gray comes out 8-bit gray, CMYK comes out RGB. The EXIF orientation is applied (a portrait phone
+photo comes out upright). The output format follows the output's suffix (a folder keeps each
+input's file name). On a folder, images that cannot be read (corrupt, or larger than
+``SR_MAX_IMAGE_PIXELS``, see ``sr.data.images``) are listed at the end (exit code 1); the others
+are still written.
 
 Images larger than ``--tile`` input pixels are processed in overlapping tiles, so memory stays
 bounded; the overlap defaults to the model's receptive field, which makes the tiled result equal
@@ -69,7 +72,8 @@ def plan(source: Path, target: Path, into_folder: bool = False) -> list[tuple[Pa
 
 def upscale_files(upscaler: Upscaler, pairs, tile: int, progress: bool = True) -> list[str]:
     """Upscale each ``(input, output)`` pair; returns ``"<file>: <reason>"`` for every failure
-    (the others are still written)."""
+    (the others are still written). Failures: ``ImageFolderError`` (undecodable, or above
+    ``sr.data.images.MAX_PIXELS``), ``ValueError`` (too small, alpha into JPEG), ``OSError``."""
     failures = []
     bar = tqdm(pairs, unit="img", disable=not progress or len(pairs) < 2)
     for src, dst in bar:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,61 @@ class TrainConfig:
     xla: bool = False  # jit_compile the train step
     mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
     max_minutes: float | None = None  # wall-time budget of the loop; stops early, saved, validated
+    on_nonfinite: str = "stop"  # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip
+
+
+# The allowed values of the ``train`` keys that name a choice (see :func:`validate_train`).
+TRAIN_CHOICES = {
+    "loss": ("l1", "l2"),
+    "lr_schedule": ("cosine", "step", "constant"),
+    "on_nonfinite": ("stop", "skip"),
+}
+
+
+def validate_train(cfg: DictConfig) -> None:
+    """Check every ``train.*`` value of the composed config, before any data or model work.
+
+    Structured configs check types only (``train.steps=abc``); this checks ranges and choices.
+    Every interval (``steps``, ``log_every``, ``val_every``, ``ckpt_every``, ``max_to_keep``,
+    ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
+    a finite number > 0; ``beta_1`` and ``beta_2`` in [0, 1); ``max_minutes`` null or > 0.
+
+    Args:
+        cfg: the composed config (its ``train`` group).
+
+    Raises:
+        ConfigError: for the first value out of range, naming the key, the allowed range or
+            values, and the value given (``train.steps must be an integer >= 1, got -5``).
+    """
+    t = cfg.train
+
+    def number(key: str, minimum: float, *, integer: bool, above: bool = False) -> None:
+        value = t[key]
+        kind = "an integer" if integer else "a number"
+        bound = f"> {minimum}" if above else f">= {minimum}"
+        ok = (
+            isinstance(value, int if integer else (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (value > minimum if above else value >= minimum)
+        )
+        if not ok:
+            raise ConfigError(f"train.{key} must be {kind} {bound}, got {value!r}")
+
+    for key, allowed in TRAIN_CHOICES.items():
+        if t[key] not in allowed:
+            raise ConfigError(f"train.{key} must be one of {', '.join(allowed)}, got {t[key]!r}")
+    for key in ("steps", "log_every", "val_every", "ckpt_every", "max_to_keep", "lr_decay_steps"):
+        number(key, 1, integer=True)
+    for key in ("lr_warmup_steps", "val_images"):
+        number(key, 0, integer=True)
+    number("lr", 0, integer=False, above=True)
+    for key in ("beta_1", "beta_2"):
+        value = t[key]
+        if not (isinstance(value, (int, float)) and 0 <= value < 1):
+            raise ConfigError(f"train.{key} must be a number in [0, 1), got {value!r}")
+    if t.max_minutes is not None:
+        number("max_minutes", 0, integer=False, above=True)
 
 
 @dataclass
@@ -72,12 +128,23 @@ class Config:
     demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
 
 
+def _hydra_subdir(resume: str | None) -> str:
+    """``hydra.output_subdir``: ``.hydra`` for a new run; for ``resume=`` a folder of its own,
+    ``.hydra/resume-<DATE>_<TIME>-<microseconds>``, so the run's first config stays in place."""
+    from datetime import datetime
+
+    return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if resume else ".hydra"
+
+
 def register() -> None:
-    """Register the ``sr_root`` resolver and the schemas (idempotent)."""
+    """Register the resolvers (``sr_root``, ``sr_or``, ``sr_hydra_subdir``) and the schemas
+    (idempotent)."""
     if not OmegaConf.has_resolver("sr_root"):
         OmegaConf.register_new_resolver("sr_root", lambda: str(PROJECT_ROOT))
     if not OmegaConf.has_resolver("sr_or"):  # first argument that is not null
         OmegaConf.register_new_resolver("sr_or", lambda *args: next((a for a in args if a), None))
+    if not OmegaConf.has_resolver("sr_hydra_subdir"):  # hydra.output_subdir: see sr/train/rundir
+        OmegaConf.register_new_resolver("sr_hydra_subdir", _hydra_subdir, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for name, node in DATA_SCHEMAS.items():

@@ -284,10 +284,11 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     gray + alpha (LA), 3 for RGB (also CMYK and palette images), 4 for RGBA (also palette images
     with transparency). The upscaled image is written in the mode of its channel count
     (:data:`MODES`), so L, LA, RGB and RGBA keep their mode and a palette image comes out RGB (or
-    RGBA).
+    RGBA). The EXIF orientation is applied, as in training (``sr.data.images.load_image``).
 
     Raises:
-        ImageFolderError: if the file cannot be decoded (names the file).
+        ImageFolderError: if the file cannot be decoded, or declares more pixels than
+            ``sr.data.images.MAX_PIXELS`` (names the file and the fix).
     """
     return load_image(path, keep_alpha=True)
 

@@ -1,11 +1,15 @@
 import logging
+import struct
+import zlib
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import ExifTags, Image
 
+from sr.data import images
 from sr.data.images import (
     ImageFolderError,
+    image_size,
     list_images,
     load_image,
     load_y,
@@ -88,3 +92,39 @@ def test_keep_alpha(tmp_path):
     np.testing.assert_array_equal(load_image(tmp_path / "a.png", keep_alpha=True)[..., 3], alpha)
     assert load_image(tmp_path / "la.png", keep_alpha=True).shape == (32, 40, 2)
     assert load_image(tmp_path / "la.png").shape == (32, 40, 1)
+
+
+def write_bomb_png(path, width=40000, height=40000):
+    """A tiny real PNG whose IHDR declares ``width x height`` (IHDR CRC fixed with zlib.crc32)."""
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(path)
+    data = bytearray(path.read_bytes())
+    assert data[12:16] == b"IHDR"  # 8-byte signature, 4-byte length, then the chunk type
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    path.write_bytes(bytes(data))
+
+
+def test_a_header_declaring_a_huge_image_is_named_with_the_fix(tmp_path, monkeypatch):
+    write_bomb_png(tmp_path / "bomb.png")
+    for read in (load_image, image_size):
+        with pytest.raises(ImageFolderError, match="bomb.png is too large to decode") as e:
+            read(tmp_path / "bomb.png")
+        assert "1600000000 pixels" in str(e.value) and "SR_MAX_IMAGE_PIXELS" in str(e.value)
+    # the limit is a setting: a lowered one rejects an ordinary 64x80 image, by its size
+    Image.fromarray(photo("camera")[:64, :80]).save(tmp_path / "ok.png")
+    assert load_image(tmp_path / "ok.png").shape == (64, 80, 1)
+    monkeypatch.setattr(images, "MAX_PIXELS", 5000)
+    with pytest.raises(ImageFolderError, match=r"ok.png is too large .* 80x64 = 5120 pixels"):
+        load_image(tmp_path / "ok.png")
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    rgb = photo("astronaut")[:40, :64]  # landscape pixels, tagged "rotate 90 CW to display"
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = 6
+    Image.fromarray(rgb).save(tmp_path / "portrait.jpg", quality=100, exif=exif)
+    upright = load_image(tmp_path / "portrait.jpg")
+    assert upright.shape == (64, 40, 3) and image_size(tmp_path / "portrait.jpg") == (64, 40)
+    want = np.rot90(rgb, k=-1)  # 90 degrees clockwise
+    assert np.abs(upright.astype(int) - want).mean() < 3  # JPEG error only
+    assert np.abs(upright.astype(int) - np.rot90(rgb, k=1)).mean() > 20  # not the other way

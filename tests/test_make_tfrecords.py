@@ -41,3 +41,26 @@ def test_cli_names_an_empty_folder(tmp_path):
         f"data.hr_dir={tmp_path / 'empty'}", f"data.tfrecord_dir={tmp_path / 's'}", cwd=tmp_path
     )
     assert code == 2 and f"{tmp_path / 'empty'} holds no .png" in out
+
+
+@pytest.mark.slow
+def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_path):
+    out_dir = tmp_path / "shards"
+    args = [f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}", "data.num_shards=3"]
+    code, out = run("--verify", *args, cwd=tmp_path)  # --verify alone: N=0, not an override
+    assert code == 0, out
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert f"checked all {manifest['records']} records of 3 shards" in out
+    assert "verified" not in out  # no pixel comparison without N
+    victim = out_dir / manifest["shards"][1]["file"]
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4] = bytes(b ^ 0xFF for b in data[middle : middle + 4])
+    victim.write_bytes(bytes(data))  # same size: only the record CRC can tell
+    code, out = run(*args, "--verify", 5, cwd=tmp_path)
+    assert code == 1, out
+    assert f"1 corrupt shard(s) in {out_dir}" in out and f"{victim.name}: " in out
+    assert "make_tfrecords.py --force" in out and "Traceback" not in out
+    assert not (out_dir / "manifest.json").exists()  # marked stale: the next run rebuilds
+    code, out = run(*args, "--verify", 5, cwd=tmp_path)
+    assert code == 0 and "building TFRecord shards" in out and "verified 5 records" in out, out

@@ -1,7 +1,12 @@
 """TFRecord shards: exact round trip, manifest, write-time shuffle, rebuild, atomicity."""
 
 import json
+import logging
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections import Counter
 
 import numpy as np
@@ -121,3 +126,133 @@ def test_a_failed_write_leaves_the_old_set_intact(shards, monkeypatch):
         tfrecord.write_shards(images, folder, PARAMS, 4, seed=1, progress=False)
     assert tfrecord.read_manifest(folder) == manifest
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".shards")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Corrupt shards, incomplete manifests, leftovers of killed builds
+# ------------------------------------------------------------------------------------------------
+def _source(compose, photo_dir, tmp_path):
+    import hydra
+
+    cfg = compose(
+        "data=tfrecord",
+        f"data.hr_dir={photo_dir}",
+        "data.val_dir=null",
+        f"data.tfrecord_dir={tmp_path / 'set'}",
+        "data.num_shards=3",
+        "data.batch_size=16",
+    )
+    return hydra.utils.instantiate(cfg.data)
+
+
+def flip_bytes(path, at: float = 0.5, n: int = 4):
+    """Invert ``n`` bytes in the middle of a file (same size, broken record CRC)."""
+    data = bytearray(path.read_bytes())
+    i = int(len(data) * at)
+    data[i : i + n] = bytes(b ^ 0xFF for b in data[i : i + n])
+    path.write_bytes(bytes(data))
+
+
+def test_manifest_records_shard_sizes_and_truncation_is_stale_and_rebuilt(
+    compose, photo_dir, tmp_path, caplog
+):
+    source = _source(compose, photo_dir, tmp_path)
+    manifest = source.ensure_shards()
+    folder = source.tfrecord_dir
+    for s in manifest["shards"]:
+        assert s["bytes"] == (folder / s["file"]).stat().st_size > 0
+    victim = folder / manifest["shards"][1]["file"]
+    with open(victim, "r+b") as f:
+        f.truncate(victim.stat().st_size // 2)
+    reason = tfrecord.stale_reason(manifest, folder, source.images, source.params())
+    assert f"shard {victim.name} is {victim.stat().st_size} bytes" in reason
+    assert "truncated" in reason
+    with caplog.at_level(logging.INFO):
+        rebuilt = source.ensure_shards()
+    assert any(
+        "truncated" in r.getMessage() and "building" in r.getMessage() for r in caplog.records
+    )
+    assert victim.stat().st_size == rebuilt["shards"][1]["bytes"] == manifest["shards"][1]["bytes"]
+    assert tfrecord.check_shards(folder, rebuilt) == []
+
+
+def test_flipped_bytes_are_named_by_the_scan_and_the_trainer_error(compose, photo_dir, tmp_path):
+    source = _source(compose, photo_dir, tmp_path)
+    manifest = source.ensure_shards()
+    folder = source.tfrecord_dir
+    victim = manifest["shards"][2]["file"]
+    flip_bytes(folder / victim)
+    assert tfrecord.stale_reason(manifest, folder, source.images, source.params()) is None
+    bad = tfrecord.check_shards(folder, manifest)
+    assert [name for name, _ in bad] == [victim] and "corrupt" in bad[0][1].lower()
+    # the read path raises a bare DataLossError; the source turns it into one naming the shard
+    with pytest.raises(tf.errors.DataLossError) as raw:
+        for _ in source.patch_dataset().take(200):
+            pass
+    error = source.explain_data_loss(raw.value)
+    assert isinstance(error, tfrecord.ShardError)
+    assert victim in str(error) and "make_tfrecords.py --force" in str(error)
+    assert "marked stale" in str(error) and not (folder / tfrecord.MANIFEST).exists()
+    rebuilt = source.ensure_shards()  # the next run rebuilds the set
+    assert tfrecord.check_shards(folder, rebuilt) == []
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (lambda m: m.pop("source"), "'source' is missing"),
+        (lambda m: m.update(records="many"), "'records' is missing or not a int"),
+        (lambda m: m["shards"][0].pop("bytes"), "shard entry 0 lacks"),
+        (lambda m: m.update(params={"patch": 3}), "'params' does not describe"),
+    ],
+)
+def test_a_manifest_with_missing_keys_or_wrong_types_is_stale(shards, edit, problem):
+    images, folder, manifest = shards
+    edit(manifest)
+    (folder / tfrecord.MANIFEST).write_text(json.dumps(manifest))
+    read = tfrecord.read_manifest(folder)
+    reason = tfrecord.stale_reason(read, folder, images, PARAMS)
+    assert "manifest.json" in reason and "incomplete" in reason and problem in reason
+    (folder / tfrecord.MANIFEST).write_text("[1, 2]")  # JSON, but not a manifest
+    assert "no shards" in tfrecord.stale_reason(
+        tfrecord.read_manifest(folder), folder, images, PARAMS
+    )
+
+
+def test_leftovers_of_dead_builds_are_removed_and_live_ones_kept(photo_dir, tmp_path):
+    images = scan_folder(photo_dir, PARAMS.crop)
+
+    def leftover(name, pid=None, age=0.0):
+        path = tmp_path / name
+        (path / "bucket-0").parent.mkdir()
+        (path / "bucket-0").write_bytes(b"x" * 1000)
+        if pid is not None:
+            owner = {"host": socket.gethostname(), "pid": pid}
+            (path / tfrecord.OWNER).write_text(json.dumps(owner))
+        if age:
+            old = time.time() - age
+            os.utime(path, (old, old))
+        return path
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gone = [
+            leftover(".shards.tmp-dead", pid=dead.pid),
+            leftover(".shards.tmp-legacy", age=3600),  # no owner file, older than this process
+            leftover(".shards.new", age=3600),
+            leftover(".shards.old", age=3600),
+        ]
+        kept = [
+            leftover(".shards.tmp-live", pid=live.pid),
+            leftover(".shards.tmp-fresh"),  # no owner file yet, newer than this process
+            leftover(".other.tmp-dead", pid=dead.pid),  # another target's
+        ]
+        tfrecord.write_shards(images, tmp_path / "shards", PARAMS, 2, seed=0, progress=False)
+    finally:
+        live.kill()
+        live.wait()
+    assert not [p for p in gone if p.exists()]
+    assert all(p.is_dir() for p in kept)
+    assert tfrecord.read_manifest(tmp_path / "shards") is not None

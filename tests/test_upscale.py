@@ -224,3 +224,32 @@ def test_bad_images_are_rejected_with_their_size():
         upscaler(np.zeros((5, 2, 3), np.uint8))
     with pytest.raises(ValueError, match=r"expected a uint8 image \[h, w, 1\|2\|3\|4\]"):
         upscaler(np.zeros((5, 5, 3), np.float32))
+
+
+def test_cli_writes_the_images_after_one_whose_header_declares_a_huge_size(
+    tmp_path, compose, capsys
+):
+    import struct
+    import zlib
+
+    run = make_run(compose, tmp_path / "run")
+    (tmp_path / "in").mkdir()
+    Image.fromarray(crop("coffee", 23, 17)).save(tmp_path / "in" / "a.png")
+    Image.fromarray(crop("camera", 20, 21)).save(tmp_path / "in" / "c.png")
+    bomb = tmp_path / "in" / "b.png"  # a 4x4 PNG whose IHDR claims 40000x40000 (CRC fixed)
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(bomb)
+    data = bytearray(bomb.read_bytes())
+    data[16:24] = struct.pack(">II", 40000, 40000)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    bomb.write_bytes(bytes(data))
+
+    args = [str(run), str(tmp_path / "in"), str(tmp_path / "out"), "--no-progress"]
+    assert upscale.main(args) == 1
+    captured = capsys.readouterr()
+    assert "upscaled 2 of 3 image(s)" in captured.out
+    assert "failed on 1 image(s)" in captured.err
+    assert f"{bomb}: image {bomb} is too large to decode" in captured.err
+    assert "SR_MAX_IMAGE_PIXELS" in captured.err
+    assert Image.open(tmp_path / "out" / "a.png").size == (68, 92)
+    assert Image.open(tmp_path / "out" / "c.png").size == (84, 80)
+    assert not (tmp_path / "out" / "b.png").exists()

@@ -2,7 +2,14 @@
 
 Every loader, script and test reads images through :func:`list_images`, :func:`load_image` and
 :func:`load_y`, so that the Y channel and the rules for odd inputs (grayscale, RGBA, palette,
-16-bit) are the same everywhere.
+16-bit, EXIF orientation, oversized headers) are the same everywhere.
+
+Settings:
+    MAX_PIXELS: the largest image (width x height, pixels) this module decodes; a file whose header
+        declares more is rejected with :class:`ImageFolderError` before its pixels are allocated
+        (a "decompression bomb" guard). Default: Pillow's ``Image.MAX_IMAGE_PIXELS`` (89,478,485,
+        about 9459 x 9459). Override with the environment variable ``SR_MAX_IMAGE_PIXELS``, which
+        also raises Pillow's own limit.
 """
 
 from __future__ import annotations
@@ -10,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import ExifTags, Image, ImageOps
 
 from sr.data.color import y_channel
 
@@ -25,6 +33,53 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 class ImageFolderError(ValueError):
     """A folder that cannot serve as a dataset (missing, empty, unreadable images)."""
+
+
+def _max_pixels_from_env() -> int:
+    value = os.environ.get("SR_MAX_IMAGE_PIXELS")
+    if value is None:
+        return Image.MAX_IMAGE_PIXELS or 0
+    try:
+        pixels = int(value)
+    except ValueError:
+        pixels = 0
+    if pixels < 1:
+        raise ValueError(
+            f"SR_MAX_IMAGE_PIXELS={value!r} is not a positive number of pixels: set it to e.g. "
+            "200000000, or unset it for the default of 89478485"
+        )
+    Image.MAX_IMAGE_PIXELS = pixels  # Pillow would otherwise refuse images above twice its own
+    return pixels
+
+
+MAX_PIXELS = _max_pixels_from_env()
+_ORIENTATION = ExifTags.Base.Orientation
+
+
+def _too_large(path, detail: str) -> ImageFolderError:
+    return ImageFolderError(
+        f"image {path} is too large to decode: {detail}, above the limit of {MAX_PIXELS} pixels "
+        "(sr.data.images.MAX_PIXELS); remove or replace it, or if it is genuine raise the limit "
+        "with the environment variable SR_MAX_IMAGE_PIXELS=<pixels>"
+    )
+
+
+def _open(path) -> Image.Image:
+    """``Image.open`` with the :data:`MAX_PIXELS` check on the header's size (no pixels decoded).
+
+    Raises:
+        ImageFolderError: if the header declares more than :data:`MAX_PIXELS` pixels.
+        OSError, ValueError: as ``Image.open`` for unreadable files.
+    """
+    try:
+        im = Image.open(path)
+    except Image.DecompressionBombError as e:  # Pillow's own limit, 2x Image.MAX_IMAGE_PIXELS
+        declared = re.search(r"\((\d+) pixels\)", str(e))  # "Image size (N pixels) exceeds ..."
+        raise _too_large(path, f"{declared[1]} pixels" if declared else str(e)) from e
+    if im.width * im.height > MAX_PIXELS:
+        im.close()
+        raise _too_large(path, f"{im.width}x{im.height} = {im.width * im.height} pixels")
+    return im
 
 
 def list_images(folder: str | os.PathLike) -> list[Path]:
@@ -52,14 +107,19 @@ def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:
 
     Palette images are expanded, 16-bit grayscale is scaled to 8 bits, CMYK is converted to RGB.
     Alpha is dropped, unless ``keep_alpha``: then gray + alpha gives ``[H, W, 2]`` and RGBA (also
-    a palette with transparency, or premultiplied alpha) gives ``[H, W, 4]``.
+    a palette with transparency, or premultiplied alpha) gives ``[H, W, 4]``. The EXIF orientation
+    tag is applied (``PIL.ImageOps.exif_transpose``), so a portrait phone photo comes out upright,
+    ``H`` and ``W`` as displayed.
 
     Raises:
-        ImageFolderError: if the file cannot be decoded (names the file).
+        ImageFolderError: if the file cannot be decoded, or its header declares more than
+            :data:`MAX_PIXELS` pixels (names the file and the fix).
     """
     try:
-        with Image.open(path) as im:
+        with _open(path) as im:
             im.load()
+            if im.getexif().get(_ORIENTATION, 1) != 1:
+                im = ImageOps.exif_transpose(im)
             mode = im.mode
             if mode == "P":
                 im = im.convert("RGBA" if "transparency" in im.info else "RGB")
@@ -79,6 +139,8 @@ def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:
                 arr = np.asarray(im.convert("L"))[..., None]
             else:
                 arr = np.asarray(im.convert("RGB") if mode != "RGB" else im)
+    except ImageFolderError:
+        raise
     except (OSError, ValueError) as e:  # PIL raises these for truncated or unknown files
         raise ImageFolderError(f"cannot decode image {path}: {e}; remove or replace it") from e
     return np.ascontiguousarray(arr)
@@ -95,10 +157,20 @@ def load_y(path: str | os.PathLike) -> np.ndarray:
 
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
-    """``(height, width)`` from the file header, without decoding the pixels."""
+    """``(height, width)`` from the file header, without decoding the pixels, as :func:`load_image`
+    returns them (swapped when the EXIF orientation turns the image by 90 degrees).
+
+    Raises:
+        ImageFolderError: if the header cannot be read or declares more than :data:`MAX_PIXELS`
+            pixels (names the file and the fix).
+    """
     try:
-        with Image.open(path) as im:
+        with _open(path) as im:
+            if im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8):  # transposed or turned 90
+                return im.width, im.height
             return im.height, im.width
+    except ImageFolderError:
+        raise
     except (OSError, ValueError) as e:
         raise ImageFolderError(f"cannot read image {path}: {e}; remove or replace it") from e
 

@@ -31,9 +31,10 @@ from typing import ClassVar
 import numpy as np
 import tensorflow as tf
 from omegaconf import MISSING
+from PIL import Image
 
-from sr.data.degrade import crop_margin
-from sr.data.images import ImageSet, list_images, scan_folder
+from sr.data.degrade import crop_margin, min_hr_size
+from sr.data.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.data.pairs import make_pairs
 
 
@@ -159,13 +160,37 @@ class PatchSource(abc.ABC):
 
     @property
     def val_files(self) -> list[Path]:
-        """The validation images of ``val_dir`` in name order (empty without ``val_dir``).
+        """The validation images of ``val_dir`` in name order (empty without ``val_dir``),
+        checked once: each file's header readable, its PNG chunks intact (PIL ``verify``: CRCs,
+        no pixel decode; catches a truncated PNG), and each side at least
+        ``sr.data.degrade.min_hr_size(scale)`` pixels after the crop to a multiple of ``scale``
+        (what evaluation needs).
 
         Raises:
-            ImageFolderError: if ``val_dir`` is set but missing or empty.
+            ImageFolderError: if ``val_dir`` is set but missing or empty, or an image is
+                unreadable (names the file) or too small (names every such file and its size).
         """
         if self._val_files is None:
-            self._val_files = list_images(self.val_dir) if self.val_dir else []
+            files = list_images(self.val_dir) if self.val_dir else []
+            need, small = min_hr_size(self.scale), []
+            for p in files:
+                h, w = image_size(p)  # raises naming the file
+                try:
+                    with Image.open(p) as im:
+                        im.verify()
+                except Exception as e:  # PIL raises OSError, SyntaxError, struct.error, ...
+                    raise ImageFolderError(
+                        f"cannot read validation image {p}: {e}; remove or replace it"
+                    ) from e
+                if min(h // self.scale, w // self.scale) * self.scale < need:
+                    small.append(f"{p.name} ({w}x{h})")
+            if small:
+                raise ImageFolderError(
+                    f"{len(small)} validation image(s) of {self.val_dir} smaller than the "
+                    f"{need}x{need} pixels that scale {self.scale} needs: {', '.join(small)}; "
+                    "remove them, or set data.val_dir to another folder (or null)"
+                )
+            self._val_files = files
         return self._val_files
 
     def prepare(self) -> None:
@@ -209,6 +234,12 @@ class PatchSource(abc.ABC):
             rot90=self.rot90,
             seed=seed,
         )
+
+    def explain_data_loss(self, error: Exception) -> Exception:
+        """The error to raise for a ``tf.errors.DataLossError`` met while reading this source:
+        one that names the damaged file and the fix where the source can tell (TFRecord shards),
+        else ``error`` itself."""
+        return error
 
     def dataset(self) -> tf.data.Dataset:
         """Endless ``(lr, hr)`` batches: :func:`pairs_dataset` of this source."""

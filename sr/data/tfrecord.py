@@ -22,7 +22,12 @@ buckets (so every image is spread over all shards); pass 2 loads one bucket at a
 its records uniformly and writes the shard. Every shard is then a uniform random permutation,
 whatever the file order of the source folder. Peak memory: one shard. Files are written under a
 temporary name and renamed; the manifest is written last, so a folder with a manifest is
-complete.
+complete. The manifest records each shard's size in bytes, so a truncated shard makes the set
+stale (rebuilt) before it is read; a shard with flipped bytes fails its record CRC when read, and
+:func:`check_shards` names it.
+
+A killed build leaves its temporary folder ``.<name>.tmp-*`` beside ``<name>``; the next build
+of the same folder removes those whose owner process (``owner.pid`` inside) is dead.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Sequence
@@ -43,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.data.images import ImageSet, load_y_pair
+from sr.data.images import ImageFolderError, ImageSet, load_y_pair
 from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,12 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 FORMAT = "sr-tfrecord-patches/1"
 CHANNEL = "Y of ITU-R BT.601 as MATLAB rgb2ycbcr (16..235), uint8, rounded; gray images as is"
+OWNER = "owner.pid"  # inside a temporary build folder: {"host", "pid"} of the building process
+_PROCESS_START = time.time()  # leftovers without an owner file older than this are removed
+
+
+class ShardError(ImageFolderError):
+    """A shard folder that cannot serve as a dataset: corrupt, truncated or unreadable shards."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +170,8 @@ def write_shards(
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        (work / OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        remove_leftovers(out_dir, keep=work)
         counts = _write_buckets(images, work, params, num_shards, rng, workers, progress)
         shards = _shuffle_buckets(work, num_shards, rng, progress)
         manifest = {
@@ -176,6 +191,7 @@ def write_shards(
             "build_seconds": round(time.perf_counter() - t0, 2),
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        (work / OWNER).unlink()
         _swap_into_place(work, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -225,7 +241,8 @@ def _shuffle_buckets(work, num_shards, rng, progress) -> list[dict]:
             for j in rng.permutation(len(records)):
                 w.write(records[j])
         bucket.unlink()
-        shards.append({"file": name, "records": len(records)})
+        size = (work / name).stat().st_size
+        shards.append({"file": name, "records": len(records), "bytes": size})
     return shards
 
 
@@ -241,32 +258,189 @@ def _swap_into_place(work: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_leftovers(out_dir, keep: Path | None = None) -> list[Path]:
+    """Remove what killed builds of ``out_dir`` left beside it: ``.<name>.tmp-*`` folders whose
+    owner process (``owner.pid`` inside) is dead on this host, and ``.<name>.new``,
+    ``.<name>.old`` and owner-less temporary folders last modified before the current process
+    started. A live build's folder (another process, or ``keep``) is left alone.
+
+    Returns:
+        The folders removed (each logged with its size).
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.parent.is_dir():
+        return []
+    prefix = f".{out_dir.name}."
+    removed = []
+    for path in sorted(out_dir.parent.iterdir()):
+        name = path.name
+        if not name.startswith(prefix) or path == keep or not path.is_dir():
+            continue
+        if not (name.startswith(prefix + "tmp-") or name in (prefix + "new", prefix + "old")):
+            continue
+        if not _abandoned(path):
+            continue
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed %s (%.1f MB) left by a killed shard build", path, size / 1e6)
+        removed.append(path)
+    return removed
+
+
+def _abandoned(path: Path) -> bool:
+    """Whether the build that wrote ``path`` is gone: its owner pid is dead on this host or, with
+    no owner file, the folder is older than this process."""
+    try:
+        owner = json.loads((path / OWNER).read_text())
+        host, pid = owner["host"], int(owner["pid"])
+    except FileNotFoundError:
+        try:
+            return path.stat().st_mtime < _PROCESS_START
+        except FileNotFoundError:  # removed meanwhile by its own build
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable: rather keep it than remove a live build's folder
+    if host != socket.gethostname():
+        return False  # cannot tell whether a process on another host is alive
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by another user
+        return False
+    return False
+
+
 def read_manifest(out_dir) -> dict | None:
-    """The manifest of a shard folder, or None if there is no complete set there."""
+    """The manifest of a shard folder, or None if there is no complete set there (no file,
+    unreadable JSON, another format). Check its content with :func:`manifest_problem`."""
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         return None
     try:
         manifest = json.loads(path.read_text())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return None
-    if manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         return None
     return manifest
 
 
+def manifest_problem(manifest: dict) -> str | None:
+    """What is missing or of the wrong type in a manifest (None: complete)."""
+    want = {
+        "records": int,
+        "shards": list,
+        "params": dict,
+        "source": dict,
+        "images": list,
+        "patches_per_image": list,
+    }
+    for key, kind in want.items():
+        if not isinstance(manifest.get(key), kind):
+            return f"key {key!r} is missing or not a {kind.__name__}"
+    if not isinstance(manifest["source"].get("fingerprint"), str):
+        return "key 'source.fingerprint' is missing or not a str"
+    if not all(isinstance(name, str) for name in manifest["images"]):
+        return "key 'images' is not a list of file names"
+    if not manifest["shards"]:
+        return "it lists no shard"
+    for i, shard in enumerate(manifest["shards"]):
+        ok = isinstance(shard, dict) and isinstance(shard.get("file"), str)
+        ok = ok and all(isinstance(shard.get(k), int) for k in ("records", "bytes"))
+        if not ok:
+            return f"shard entry {i} lacks 'file', 'records' or 'bytes' (an older version's)"
+    try:
+        PatchParams(**manifest["params"])
+    except TypeError as e:
+        return f"key 'params' does not describe the patches: {e}"
+    return None
+
+
 def stale_reason(manifest: dict | None, out_dir, images: ImageSet, params: PatchParams):
-    """Why the shards in ``out_dir`` cannot serve ``images`` and ``params`` (None: usable)."""
+    """Why the shards in ``out_dir`` cannot serve ``images`` and ``params`` (None: usable).
+
+    Stale: no manifest; a manifest with missing keys or wrong types; other parameters or source
+    files; a shard missing, or of another size in bytes than the manifest recorded (truncated or
+    overwritten).
+    """
     if manifest is None:
         return f"no shards in {out_dir}"
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        return f"{MANIFEST} of {out_dir} is incomplete: {problem}"
     if manifest["params"] != asdict(params):
         return f"parameters changed: {manifest['params']} -> {asdict(params)}"
     if manifest["source"]["fingerprint"] != images.fingerprint():
         return f"the files of {images.folder} changed (names, sizes or mtimes)"
     for shard in manifest["shards"]:
-        if not (Path(out_dir) / shard["file"]).is_file():
+        path = Path(out_dir) / shard["file"]
+        if not path.is_file():
             return f"shard {shard['file']} is missing"
+        size = path.stat().st_size
+        if size != shard["bytes"]:
+            return (
+                f"shard {shard['file']} is {size} bytes, {shard['bytes']} when written "
+                "(truncated or overwritten)"
+            )
     return None
+
+
+def check_shards(out_dir, manifest: dict) -> list[tuple[str, str]]:
+    """Read every record of every shard: record CRCs (``tf.data.TFRecordDataset`` checks them),
+    parsing, patch shapes, and record counts and file sizes against the manifest.
+
+    Args:
+        out_dir: the shard folder.
+        manifest: its manifest (:func:`read_manifest`).
+
+    Returns:
+        ``[(shard file, reason), ...]`` for every bad shard; empty if all are sound.
+    """
+    params = PatchParams(**manifest["params"])
+    bad = []
+    for shard in manifest["shards"]:
+        path = Path(out_dir) / shard["file"]
+        if not path.is_file():
+            bad.append((shard["file"], "missing"))
+            continue
+        try:
+            records = 0
+            for serialized in tf.data.TFRecordDataset(str(path)).batch(256):
+                parse_batch(serialized, params)  # raises for a malformed record or shape
+                records += int(serialized.shape[0])
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            bad.append((shard["file"], _short(e.message)))
+            continue
+        size = path.stat().st_size
+        if records != shard["records"]:
+            bad.append((shard["file"], f"{records} records, {shard['records']} when written"))
+        elif "bytes" in shard and size != shard["bytes"]:
+            bad.append((shard["file"], f"{size} bytes, {shard['bytes']} when written"))
+    return bad
+
+
+def _short(message: str) -> str:
+    """A TF error message without the op names: "corrupted record at 88884"."""
+    message = re.sub(r"\{\{.*?\}\}|\[Op:.*", "", message.strip().splitlines()[0])
+    return message.strip() or "unreadable"
+
+
+def mark_stale(out_dir) -> None:
+    """Remove the manifest of ``out_dir``, so the next run (``train.py`` or
+    ``scripts/make_tfrecords.py``) rebuilds the set."""
+    (Path(out_dir) / MANIFEST).unlink(missing_ok=True)
+
+
+def describe_bad_shards(out_dir, bad: list[tuple[str, str]]) -> str:
+    """An error message naming each bad shard and the fix (the set is already marked stale)."""
+    lines = "\n  ".join(f"{name}: {reason}" for name, reason in bad)
+    return (
+        f"{len(bad)} corrupt shard(s) in {out_dir}:\n  {lines}\n"
+        f"The set is marked stale ({MANIFEST} removed): run the same command again to rebuild it "
+        f"automatically, or rebuild it now with `python scripts/make_tfrecords.py --force "
+        f"data.tfrecord_dir={out_dir} <your data.* overrides>`."
+    )
 
 
 def _feature_spec():
@@ -327,6 +501,10 @@ def read_patches(
     Shard order is reshuffled every epoch, shards are read interleaved in parallel (one record
     from each in turn), records pass a shuffle buffer, are batched, and only then parsed, as one
     op per batch. No Python runs per record.
+
+    Iterating raises ``tf.errors.DataLossError`` for a record that fails its CRC, without naming
+    the file (the interleave does not say): :meth:`TFRecordSource.explain_data_loss` turns it
+    into a :class:`ShardError` naming the corrupt shards.
     """
     params = PatchParams(**manifest["params"])
     files = shard_files(out_dir, manifest)
@@ -348,15 +526,27 @@ def read_patches(
 def verify_shards(out_dir, count: int = 100, seed: int | None = 0) -> int:
     """Compare ``count`` random records with crops of their re-decoded source images.
 
+    Only a sample: :func:`check_shards` reads every record.
+
     Returns:
         The number of records checked.
 
     Raises:
         ValueError: naming the first record whose pixels differ from its source.
+        ShardError: naming the corrupt shards if a record fails its CRC.
     """
     manifest = read_manifest(out_dir)
-    if manifest is None:
-        raise ValueError(f"{out_dir} holds no complete shard set (no {MANIFEST})")
+    if manifest is None or manifest_problem(manifest):
+        raise ValueError(f"{out_dir} holds no complete shard set (no valid {MANIFEST})")
+    try:
+        return _compare_with_sources(out_dir, manifest, count, seed)
+    except tf.errors.DataLossError as e:
+        bad = check_shards(out_dir, manifest) or [("(unknown shard)", e.message)]
+        mark_stale(out_dir)
+        raise ShardError(describe_bad_shards(out_dir, bad)) from e
+
+
+def _compare_with_sources(out_dir, manifest: dict, count: int, seed: int | None) -> int:
     params = PatchParams(**manifest["params"])
     folder = Path(manifest["source"]["hr_dir"])
     raw = tf.data.Dataset.from_tensor_slices(shard_files(out_dir, manifest))
@@ -482,6 +672,25 @@ class TFRecordSource(PatchSource):
             seed=self.seed,
             workers=self.write_workers,
         )
+
+    def explain_data_loss(self, error: tf.errors.DataLossError) -> Exception:
+        """The error to raise for a ``DataLossError`` from :meth:`patch_dataset` (a record failed
+        its CRC; tf.data does not say in which file): scans the shards (:func:`check_shards`),
+        marks the set stale so that the next run rebuilds it, and names the corrupt shards.
+
+        Returns:
+            :class:`ShardError` naming the bad shards and the fix; ``error`` itself if no shard
+            is found corrupt on a second read.
+        """
+        manifest = read_manifest(self.tfrecord_dir)
+        if manifest is None or manifest_problem(manifest):
+            return error
+        bad = check_shards(self.tfrecord_dir, manifest)
+        if not bad:
+            return error
+        mark_stale(self.tfrecord_dir)
+        log.error("corrupt shards in %s: %s", self.tfrecord_dir, bad)
+        return ShardError(describe_bad_shards(self.tfrecord_dir, bad))
 
     def patch_dataset(self) -> tf.data.Dataset:
         manifest = self.ensure_shards()

@@ -9,7 +9,7 @@ from pathlib import Path
 import keras
 from omegaconf import DictConfig, OmegaConf
 
-from sr.config import build_source
+from sr.config import build_source, validate_train
 from sr.data.demo import ensure_demo_for
 from sr.train.checkpoint import build_model
 from sr.train.loop import Trainer, setup_precision
@@ -20,14 +20,20 @@ log = logging.getLogger(__name__)
 def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Build data, model and trainer from ``cfg`` and train; returns ``Trainer.fit``'s result.
 
-    The data folders are checked (and TFRecord shards built) before any model is built, so that
-    a bad path fails in seconds.
+    The ``train`` values are checked first, then the data folders (training and validation
+    images; TFRecord shards built) before any model is built, so that a bad value or path fails
+    in seconds.
 
     Raises:
-        ConfigError: for a config value out of range.
-        ImageFolderError: for a missing or empty image folder.
+        ConfigError: for a config value out of range (names the key).
+        ImageFolderError: for a missing or empty image folder, or an unreadable or too small
+            validation image (names the file).
         FileNotFoundError: for ``resume=`` pointing at a run without checkpoints.
+        NonFiniteError: the loss or weights became NaN/inf (``sr.train.loop``); nothing
+            non-finite saved.
+        ValidationError: a validation image failed mid-run, after the step was saved.
     """
+    validate_train(cfg)  # before any data work or model
     run_dir = Path(run_dir)
     if cfg.seed is not None:
         keras.utils.set_random_seed(int(cfg.seed))

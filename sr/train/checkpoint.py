@@ -1,7 +1,10 @@
 """Checkpoints of a run, and loading a trained model back from a run directory.
 
 A run directory (Hydra's output directory of ``train.py``) holds:
-- ``.hydra/config.yaml``: the composed config (``model`` instantiable, ``data.scale`` the scale);
+- ``.hydra/config.yaml``: the composed config (``model`` instantiable, ``data.scale`` the scale)
+  of the run's first start, never overwritten: each ``resume=`` writes its own config and
+  overrides into ``.hydra/resume-<DATE>_<TIME>`` (``sr.train.rundir``);
+- ``.lock``: the owner of the directory while a run is going (``sr.train.rundir.RunDirLock``);
 - ``checkpoints/``: ``tf.train.CheckpointManager`` files of ``tf.train.Checkpoint(model=...,
   optimizer=..., step=...)``;
 - ``tb/``: TensorBoard event files; ``train.log``: the console log.

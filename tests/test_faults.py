@@ -1,0 +1,272 @@
+"""Nothing lost: a NaN loss stops the run without saving it, a bad validation image is refused at
+start-up or reported after the step is saved, and bad ``train`` values are refused at once."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from sr.config import TRAIN_CHOICES, ConfigError
+from sr.data.images import ImageFolderError
+from sr.train.checkpoint import build_model, make_checkpoint
+from sr.train.loop import LOSSES, NonFiniteError, ValidationError
+from tests.conftest import ROOT, write_photos
+
+
+def overrides(folders, *extra, val_dir=None, model="espcn"):
+    return [
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={val_dir or folders / 'val'}",
+        "data=generator",
+        "data.batch_size=4",
+        f"model={model}",  # edsr_lite for NaN: ESPCN's tanh saturates instead of overflowing
+        *extra,
+    ]
+
+
+def checkpoint_steps(run_dir) -> list[int]:
+    found = (run_dir / "checkpoints").glob("ckpt-*.index")
+    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in found)
+
+
+def assert_all_finite(cfg, run_dir) -> None:
+    """Restore every checkpoint left in ``run_dir`` and check each weight is finite."""
+    for step in checkpoint_steps(run_dir):
+        model = build_model(cfg)
+        make_checkpoint(model).restore(
+            str(run_dir / "checkpoints" / f"ckpt-{step}")
+        ).expect_partial()
+        for w in model.weights:
+            assert np.isfinite(w.numpy()).all(), (step, w.name)
+
+
+def test_nan_loss_stops_without_saving_and_resume_from_the_last_good_checkpoint(
+    folders, tmp_path, compose
+):
+    from sr.train.app import run
+
+    run_dir = tmp_path / "run"
+    common = overrides(
+        folders,
+        "train.ckpt_every=2",
+        "train.val_every=100",
+        "train.max_to_keep=2",
+        model="edsr_lite",
+    )
+    run(compose(*common, "train.steps=4"), run_dir)
+    assert checkpoint_steps(run_dir) == [2, 4]
+
+    # lr 1e9: step 5's update blows the weights up, so step 6's loss is the first non-finite one
+    bad = compose(
+        *common, "train.steps=12", "train.lr=1e9", "train.log_every=3", f"resume={run_dir}"
+    )
+    with pytest.raises(NonFiniteError) as info:
+        run(bad, run_dir)
+    e = info.value
+    assert 5 <= e.step <= 6
+    assert e.lr == pytest.approx(1e9, rel=0.5)  # cosine, early in the schedule
+    assert e.last_checkpoint == str(run_dir / "checkpoints" / "ckpt-4")
+    assert f"at step {e.step} (lr " in str(e) and f"resume={run_dir}" in str(e)
+    assert "ckpt-4" in str(e)
+    # ckpt-6 (non-finite) was refused, so keep-last-2 did not push out the good ones
+    assert checkpoint_steps(run_dir) == [2, 4]
+    assert_all_finite(bad, run_dir)
+
+    final = run(compose(*common, "train.steps=6", f"resume={run_dir}"), run_dir)
+    assert final["step"] == 6 and np.isfinite(final["val/psnr"])
+    assert checkpoint_steps(run_dir) == [4, 6]
+
+
+def test_nan_found_within_log_every_steps_names_that_step(folders, tmp_path, compose, monkeypatch):
+    import sr.train.loop as loop
+
+    calls = []
+
+    def nan_from_step_3(hr, sr):  # traced once: the step number comes from a variable
+        calls.append(1)
+        loss = tf.reduce_mean(tf.abs(hr - sr))
+        return tf.where(trainer_step[0] >= 2, tf.constant(np.nan, tf.float32), loss)
+
+    trainer_step = []
+    original_init = loop.Trainer.__init__
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        trainer_step.append(self.step)
+        self.loss_fn = nan_from_step_3
+
+    monkeypatch.setattr(loop.Trainer, "__init__", init)
+    from sr.train.app import run
+
+    cfg = compose(*overrides(folders, "train.steps=20", "train.log_every=4", "train.ckpt_every=2"))
+    with pytest.raises(NonFiniteError) as info:
+        run(cfg, tmp_path / "run")
+    assert info.value.step == 3  # the first NaN step, though the host looked at step 4
+    assert "non-finite loss (NaN or inf) at step 3" in str(info.value)
+    assert checkpoint_steps(tmp_path / "run") == [2]  # step 4 was not saved
+    assert_all_finite(cfg, tmp_path / "run")
+
+
+def test_skip_policy_skips_non_finite_steps_and_counts_them(folders, tmp_path, compose, caplog):
+    import logging
+
+    import sr.train.loop as loop
+    from sr.train.app import run
+
+    cfg = compose(
+        *overrides(folders, "train.steps=6", "train.log_every=3", "train.on_nonfinite=skip")
+    )
+    from sr.config import build_source
+
+    source = build_source(cfg)
+    source.prepare()
+    model = build_model(cfg)
+    trainer = loop.Trainer(cfg, source, model, tmp_path / "unit")
+    lr = tf.random.uniform((4, 24, 24, 1))
+    hr = tf.random.uniform((4, 96, 96, 1))
+    before = [w.numpy() for w in model.weights]
+    iterations = int(trainer.optimizer.iterations)
+    nan_hr = tf.fill(hr.shape, np.nan)
+    assert np.isnan(float(trainer.train_step(lr, nan_hr)))
+    assert int(trainer.skipped) == 1 and int(trainer.step) == 1
+    assert int(trainer.optimizer.iterations) == iterations  # no update applied
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights))
+    trainer.train_step(lr, hr)
+    assert int(trainer.skipped) == 1 and int(trainer.optimizer.iterations) == iterations + 1
+
+    # every step of a log window skipped: the model cannot recover, so the run stops
+    trainer.check_finite(window=True)  # 1 of 2 skipped: a warning only
+    for _ in range(3):
+        trainer.train_step(lr, nan_hr)
+    with caplog.at_level(logging.WARNING), pytest.raises(NonFiniteError, match="last 3 steps"):
+        trainer.check_finite(window=True)
+    assert "skipped 3 step(s) with a non-finite loss or gradient (4 in all)" in caplog.text
+
+    final = run(cfg, tmp_path / "run")  # a normal run under skip trains as usual
+    assert final["step"] == 6 and checkpoint_steps(tmp_path / "run") == [6]
+
+
+def bad_val_dir(tmp_path, kind: str):
+    folder = tmp_path / f"val_{kind}"
+    write_photos(folder, size=64, names=("chelsea",))
+    path = folder / f"bad_{kind}.png"
+    if kind == "tiny":
+        Image.fromarray(np.zeros((1, 1, 3), np.uint8)).save(path)
+    else:
+        write_photos(tmp_path / "full", size=64, names=("camera",))
+        data = (tmp_path / "full" / "camera_00.png").read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    return folder, path
+
+
+@pytest.mark.parametrize("kind", ["tiny", "truncated"])
+def test_bad_validation_image_refused_before_any_model(
+    folders, tmp_path, compose, kind, monkeypatch
+):
+    import sr.train.app as app
+
+    folder, path = bad_val_dir(tmp_path, kind)
+    monkeypatch.setattr(app, "build_model", lambda cfg: pytest.fail("model built"))
+    cfg = compose(*overrides(folders, "train.steps=2", val_dir=folder))
+    with pytest.raises(ImageFolderError) as info:
+        app.run(cfg, tmp_path / "run")
+    assert path.name in str(info.value)
+    if kind == "tiny":
+        assert "bad_tiny.png (1x1)" in str(info.value) and "12x12" in str(info.value)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
+    folders, tmp_path, compose, monkeypatch
+):
+    import sr.train.loop as loop
+    from sr.train.app import run
+
+    def broken(model, files, scale, keep=0):
+        raise ImageFolderError(f"cannot decode image {files[0]}: broken data stream")
+
+    monkeypatch.setattr(loop, "evaluate_images", broken)
+    run_dir = tmp_path / "run"
+    # val_every=3 is not a checkpoint step: the failure itself saves step 3
+    cfg = compose(*overrides(folders, "train.steps=8", "train.val_every=3", "train.ckpt_every=2"))
+    with pytest.raises(ValidationError) as info:
+        run(cfg, run_dir)
+    msg = str(info.value)
+    assert "validation failed at step 3" in msg and "camera_00.png" in msg
+    assert str(run_dir / "checkpoints" / "ckpt-3") in msg and f"resume={run_dir}" in msg
+    assert checkpoint_steps(run_dir) == [2, 3]
+
+    # same step for both: saved before validating
+    run_dir = tmp_path / "run2"
+    cfg = compose(*overrides(folders, "train.steps=8", "train.val_every=2", "train.ckpt_every=2"))
+    with pytest.raises(ValidationError, match="validation failed at step 2"):
+        run(cfg, run_dir)
+    assert checkpoint_steps(run_dir) == [2]
+
+
+BAD_TRAIN = [
+    ("loss", "l3", "one of l1, l2"),
+    ("lr_schedule", "foo", "one of cosine, step, constant"),
+    ("on_nonfinite", "ignore", "one of stop, skip"),
+    ("steps", "-5", "integer >= 1"),
+    ("steps", "0", "integer >= 1"),
+    ("log_every", "0", "integer >= 1"),
+    ("val_every", "0", "integer >= 1"),
+    ("ckpt_every", "0", "integer >= 1"),
+    ("max_to_keep", "0", "integer >= 1"),
+    ("lr_decay_steps", "0", "integer >= 1"),
+    ("lr_warmup_steps", "-1", "integer >= 0"),
+    ("val_images", "-1", "integer >= 0"),
+    ("lr", "-1", "number > 0"),
+    ("lr", "0", "number > 0"),
+    ("lr", "nan", "number > 0"),
+    ("beta_1", "1.0", "in [0, 1)"),
+    ("beta_2", "-0.1", "in [0, 1)"),
+    ("max_minutes", "0", "number > 0"),
+]
+
+
+@pytest.mark.parametrize("key, value, allowed", BAD_TRAIN)
+def test_bad_train_value_refused_before_data_work(
+    compose, tmp_path, monkeypatch, key, value, allowed
+):
+    import sr.train.app as app
+
+    monkeypatch.setattr(app, "build_source", lambda cfg: pytest.fail("data work started"))
+    cfg = compose("data=generator", f"train.{key}={value}")
+    with pytest.raises(ConfigError, match=rf"^train\.{key} must be") as info:
+        app.run(cfg, tmp_path / "run")
+    assert allowed in str(info.value)
+
+
+def test_train_choices_match_the_loop():
+    assert set(TRAIN_CHOICES["loss"]) == set(LOSSES)
+
+
+def test_train_py_exits_3_on_nan_naming_the_last_good_checkpoint(folders, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        *overrides(
+            folders, "train.steps=8", "train.ckpt_every=2", "train.log_every=2", model="edsr_lite"
+        ),
+        "train.lr=1e9",
+        "train.lr_schedule=constant",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "non-finite loss (NaN or inf) at step" in out and "(lr 1e+09)" in out
+    steps = checkpoint_steps(run_dir)
+    if steps:  # a NaN at step 2 leaves none; then the message says to start again
+        assert f"the last good checkpoint is {run_dir / 'checkpoints'}/ckpt-{steps[-1]}" in out
+        assert f"resume={run_dir}" in out
+    else:
+        assert "no checkpoint was saved before it" in out
