@@ -127,3 +127,37 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
     schedule = make_schedule(cfg)
     for step, lr in [(0, 1e-4), (199_999, 1e-4), (200_000, 5e-5), (299_999, 5e-5)]:
         assert float(schedule(step)) == pytest.approx(lr, rel=1e-6), step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override", [c for c in CONFIGS if c.startswith("model=")])
+def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir, override):
+    """Each model's run goes through the three CLIs: evaluate.py, upscale.py (tiled = untiled)
+    and export.py (the SavedModel gives upscale.py's pixels)."""
+    import json
+
+    from PIL import Image
+
+    from tests.fake_run import load_script, make_run
+
+    width = "model.features=[8,8]" if override == "model=espcn" else "model.features=8"
+    run = make_run(compose, tmp_path / "run", overrides=(override, width))
+    evaluate, upscale, export = (load_script(n) for n in ("evaluate", "upscale", "export"))
+
+    assert evaluate.main([str(run), str(photo_dir), "--no-progress"]) == 0
+    entry = json.loads((run / "results.json").read_text())["hr"]
+    assert entry["n"] == 7 and np.isfinite(entry["psnr"]) and np.isfinite(entry["ssim"])
+
+    src = photo_dir / "astronaut_00.png"  # RGB, 160x168: several 16-pixel tiles
+    for tile in ("16", "0"):
+        argv = [str(run), str(src), str(tmp_path / f"up{tile}.png"), "--tile", tile]
+        assert upscale.main([*argv, "--no-progress"]) == 0
+    tiled, whole = (np.asarray(Image.open(tmp_path / f"up{t}.png")) for t in ("16", "0"))
+    assert whole.shape == (4 * 160, 4 * 168, 3)
+    assert np.abs(tiled.astype(int) - whole).max() <= 1 and np.mean(tiled == whole) > 0.999
+
+    assert export.main([str(run), str(tmp_path / "saved")]) == 0
+    served = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    rgb = np.asarray(Image.open(src).convert("RGB"))
+    out = served(lr=tf.constant(rgb[np.newaxis]))["sr"][0].numpy()
+    assert np.abs(out.astype(int) - whole).max() <= 1 and np.mean(out == whole) > 0.999
