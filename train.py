@@ -2,11 +2,14 @@
 
 See README.md for the config groups and common overrides.
 
-Exit codes: 0 done; 2 a config value, data folder, validation image or ``resume=`` path at fault
-(the message names it; a validation image failing mid-run is reported after the step is saved);
-3 the loss or the weights became NaN or infinite (nothing non-finite saved; the message names the
-step, its learning rate and the last good checkpoint to resume from); 128 + N stopped by signal N
-(SIGINT 130, SIGTERM 143) after saving a checkpoint.
+Exit codes:
+- 0: done;
+- 1: the overrides do not compose (Hydra's message names the unknown option or key, or the type);
+- 2: a config value, data folder, validation image or ``resume=`` path at fault (the message
+  names it; a validation image failing mid-run is reported after the step is saved);
+- 3: the loss or the weights became NaN or infinite (nothing non-finite is saved; the message
+  names the step, its learning rate and the last good checkpoint to resume from);
+- 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
 """
 
 import logging

@@ -214,9 +214,11 @@ def test_a_manifest_with_missing_keys_or_wrong_types_is_stale(shards, edit, prob
     reason = tfrecord.stale_reason(read, folder, images, PARAMS)
     assert "manifest.json" in reason and "incomplete" in reason and problem in reason
     (folder / tfrecord.MANIFEST).write_text("[1, 2]")  # JSON, but not a manifest
-    assert "no shards" in tfrecord.stale_reason(
+    assert "unreadable or of another format" in tfrecord.stale_reason(
         tfrecord.read_manifest(folder), folder, images, PARAMS
     )
+    (folder / tfrecord.MANIFEST).unlink()
+    assert "no shards" in tfrecord.stale_reason(None, folder, images, PARAMS)
 
 
 def test_leftovers_of_dead_builds_are_removed_and_live_ones_kept(photo_dir, tmp_path):

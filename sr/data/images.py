@@ -89,6 +89,11 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
         ImageFolderError: if the folder does not exist or holds no PNG or JPEG file.
     """
     folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ImageFolderError(
+            f"image folder {folder} is a file, not a folder: set data.hr_dir (or data.val_dir) "
+            "to the folder that holds the PNG or JPEG images"
+        )
     if not folder.is_dir():
         raise ImageFolderError(
             f"image folder {folder} does not exist: set data.hr_dir (or data.val_dir) to a folder "

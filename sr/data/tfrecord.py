@@ -365,6 +365,8 @@ def stale_reason(manifest: dict | None, out_dir, images: ImageSet, params: Patch
     overwritten).
     """
     if manifest is None:
+        if (Path(out_dir) / MANIFEST).is_file():
+            return f"{MANIFEST} of {out_dir} is unreadable or of another format (not {FORMAT})"
         return f"no shards in {out_dir}"
     problem = manifest_problem(manifest)
     if problem is not None:

@@ -51,12 +51,21 @@ def load_run_config(run_dir) -> DictConfig:
     """The composed config a run was started with.
 
     Raises:
-        RunDirError: if ``<run_dir>/.hydra/config.yaml`` is missing.
+        RunDirError: if ``<run_dir>/.hydra/config.yaml`` is missing or is not a readable config.
     """
     path = Path(run_dir) / ".hydra" / "config.yaml"
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a run directory of train.py: {path} is missing")
-    return OmegaConf.load(path)
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as e:  # yaml's parser and scanner errors, OmegaConf's, a decode error
+        raise RunDirError(
+            f"the run's config {path} is damaged ({type(e).__name__}: {e}); restore it from a "
+            "backup, or copy it from .hydra/resume-*/config.yaml of the same run"
+        ) from e
+    if not isinstance(cfg, DictConfig) or "model" not in cfg or "data" not in cfg:
+        raise RunDirError(f"the run's config {path} is damaged: it has no model or data section")
+    return cfg
 
 
 def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
