@@ -203,7 +203,6 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_others(
     compose, photo_dir, tmp_path, mode
 ):
     def first_batches(seed):
-        tf.random.set_seed(seed)  # what train.py does through keras.utils.set_random_seed
         loader = _loader(
             compose, mode, photo_dir, tmp_path, f"seed={seed}", "data.deterministic=true"
         )

@@ -77,9 +77,9 @@ class PatchSource(abc.ABC):
         batch_size: B. patch_size: HR patch P in pixels, a multiple of ``scale``. scale: s.
         flip: random flips. rot90: random transposes too.
         seed: seed of shuffles, crops and flips (None: nondeterministic).
-        deterministic: deterministic element order in tf.data (slower); with a seed (and the
-            global TensorFlow seed that ``train.py`` sets from it) the batches are then the
-            same in every run.
+        deterministic: deterministic element order in tf.data (slower); with a seed the
+            batches are then the same in every run (crops and shuffles follow the seed, flips
+            are a stateless function of the seed and the batch's index).
 
     Raises:
         ValueError: for a value out of range, naming the key (``data.patch_size 90 is not a
