@@ -281,3 +281,16 @@ def test_real_photos_decode_identically():
         if path.is_file():
             np.testing.assert_array_equal(load_image(path), pillow_reference(path), path.name)
             assert _fast(path, False) is not None, path.name
+
+
+def test_image_size_from_png_chunks_equals_pillow(files):
+    """``image_size`` reads a PNG's size and EXIF orientation from its chunks (no inflate); every
+    case of the decode table, EXIF before and after the pixels included, gets Pillow's answer."""
+    read_chunks = 0
+    for name, (path, _) in files.items():
+        with Image.open(path) as im:
+            turned = im.getexif().get(ORIENTATION, 1) in (5, 6, 7, 8)
+            want = (im.width, im.height) if turned else (im.height, im.width)
+        assert images.image_size(path) == want == load_image(path).shape[:2], name
+        read_chunks += images._png_size(path) is not None
+    assert read_chunks >= 10  # the fast path was taken, not only Pillow's

@@ -17,6 +17,7 @@ draw at random, replace over time), batched so that no Python runs per patch bey
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import deque
@@ -131,8 +132,8 @@ class PatchPool:
         )
         n, b, c = len(self.images.files), self.batch_size, self.crop
         s = self.scale if self.lr_dir is not None else 1
-        heights = np.array([h for h, _ in self.images.sizes])
-        widths = np.array([w for _, w in self.images.sizes])
+        sizes = np.asarray(self.images.sizes, dtype=np.int64).reshape(-1, 2)
+        heights, widths = sizes[:, 0], sizes[:, 1]
         pending: deque = deque()  # file indices in epoch order
         in_pool: dict[int, int] = {}  # file index -> slots holding it
 
@@ -217,27 +218,43 @@ class PatchPool:
             )
         self._log_pool()
         ahead = 2 * self.decode_workers
+        stream = itertools.chain([first], plans)
+        read: deque[Plan] = deque()  # plans read ahead and not yet cut; read[0] is the next
+        todo: deque = deque()  # (plan number, slot, file) of their loads not yet submitted
+        pending: deque = deque()  # (plan number, slot, file, future): decodes under way or done
+        numbers = itertools.count()  # plan numbers, in stream order
+
+        def read_plan() -> None:
+            plan, n = next(stream), next(numbers)
+            read.append(plan)
+            todo.extend((n, j, i) for j, i in plan.loads)
+
         with ThreadPoolExecutor(self.decode_workers, thread_name_prefix="decode") as ex:
-            queue: deque = deque()  # (plan, [(slot, future)]) read ahead
-            waiting = 0  # decodes submitted and not yet taken
 
-            def read_ahead(plan: Plan) -> None:
-                nonlocal waiting
-                futures = [(j, ex.submit(self._decode, i), i) for j, i in plan.loads]
-                queue.append((plan, futures))
-                waiting += len(futures)
+            def submit() -> None:
+                # at most ``ahead`` images decoded and not yet in the pool, whatever a plan loads
+                while len(pending) < ahead:
+                    if not todo:
+                        if len(read) >= self.PLANS_AHEAD:
+                            return
+                        read_plan()
+                        continue
+                    n, j, i = todo.popleft()
+                    pending.append((n, j, i, ex.submit(self._decode, i)))
 
-            read_ahead(first)
             pool: dict[int, tuple] = {}
-            while True:
-                while waiting < ahead and len(queue) < self.PLANS_AHEAD:
-                    read_ahead(next(plans))
-                plan, futures = queue.popleft()
-                waiting -= len(futures)
-                for j, future, i in futures:
+            for current in itertools.count():
+                if not read:
+                    read_plan()
+                submit()
+                # this batch's loads, in plan order, each into its slot as its decode ends (the
+                # slot's old image is released then)
+                while pending and pending[0][0] == current:
+                    _, j, i, future = pending.popleft()
                     pool[j] = (i, *future.result())
                     self.decodes += 1
-                yield self._cut(pool, plan)
+                    submit()
+                yield self._cut(pool, read.popleft())
 
     def _log_pool(self) -> None:
         n = len(self.images.files)

@@ -322,6 +322,28 @@ def load_y(path: str | os.PathLike) -> np.ndarray:
     return y_channel(load_image(path))
 
 
+def _png_size(path) -> tuple[int, int] | None:
+    """:func:`image_size` of a PNG from its IHDR and chunk list (:func:`_png_orientation`),
+    reading the file's bytes without inflating them; None where Pillow must answer (not a PNG,
+    a chunk list Pillow may read otherwise, or a size above :data:`MAX_PIXELS`, which Pillow
+    then reports). Pillow's ``getexif()`` on a PNG decodes the whole image to reach chunks after
+    the pixels: about 25 ms for a DIV2K image, against about 1 ms here."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if data[:8] != _PNG_SIGNATURE or data[12:16] != b"IHDR" or len(data) < 33:
+        return None
+    width, height = struct.unpack_from(">II", data, 16)
+    if not width or not height or width * height > MAX_PIXELS:
+        return None
+    orientation = _png_orientation(data)
+    if orientation is None:
+        return None
+    return (width, height) if orientation in (5, 6, 7, 8) else (height, width)
+
+
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """``(height, width)`` from the file header, without decoding the pixels, as :func:`load_image`
     returns them (swapped when the EXIF orientation turns the image by 90 degrees).
@@ -330,6 +352,9 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
         ImageFolderError: if the header cannot be read or declares more than :data:`MAX_PIXELS`
             pixels (names the file and the fix).
     """
+    fast = _png_size(path)
+    if fast is not None:
+        return fast
     try:
         with _open(path) as im:
             if im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8):  # transposed or turned 90

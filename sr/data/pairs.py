@@ -86,3 +86,47 @@ def make_pairs(
         hr = hr[:, margin:-margin, margin:-margin, :]
     hr = flip_batch(tf.cast(hr, tf.float32), flips)  # float where is cheaper than on uint8
     return lr / 255.0, hr / 255.0
+
+
+def make_window_pairs(
+    hr: tf.Tensor,
+    scale: int,
+    margin: int,
+    target: int,
+    flip: bool = True,
+    rot90: bool = False,
+    seed=None,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Multi-frame training pairs from a batch of windows (``data=sequence``).
+
+    Every frame of a sample gets the sample's flips (one draw of :func:`random_masks` per
+    sample), and its LR is ``make_lr`` of its own flipped HR crop, so frame j of ``lr`` is exactly
+    the LR of frame j's HR crop, as in :func:`make_pairs`.
+
+    Args:
+        hr: uint8 ``[B, k, P + 2m, P + 2m, 1]``, the k frames' crops at one position.
+        scale, margin, flip, rot90, seed: as :func:`make_pairs`.
+        target: index (0..k-1) of the frame whose HR is the target.
+
+    Returns:
+        ``(lr, hr)``: float32 ``[B, k, P / s, P / s, 1]`` (``[B, P / s, P / s, 1]`` when k = 1)
+        and ``[B, P, P, 1]``, the target frame's HR, in [0, 1]; LR on the 8-bit grid.
+    """
+    k, c = hr.shape[1], hr.shape[2]
+    flip_v, flip_h, transpose = random_masks(hr, flip, rot90, seed)
+
+    def per_frame(mask):
+        return None if mask is None else tf.repeat(mask, k)
+
+    frames = tf.reshape(hr, [-1, c, c, 1])
+    flips = tuple(per_frame(m) for m in (flip_v, flip_h, transpose if rot90 else None))
+    lr = make_lr(frames, scale, margin, flips=flips)
+    p = (c - 2 * margin) // scale
+    lr = tf.reshape(lr, [-1, k, p, p, 1]) if k > 1 else lr
+    target_hr = hr[:, target]
+    if margin:
+        target_hr = target_hr[:, margin:-margin, margin:-margin, :]
+    target_hr = flip_batch(
+        tf.cast(target_hr, tf.float32), (flip_v, flip_h, transpose if rot90 else None)
+    )
+    return lr / 255.0, target_hr / 255.0

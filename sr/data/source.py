@@ -189,26 +189,34 @@ class PatchSource(abc.ABC):
         """
         if self._val_files is None:
             files = list_images(self.val_dir) if self.val_dir else []
-            need, small = min_hr_size(self.scale), []
-            for p in files:
-                h, w = image_size(p)  # raises naming the file
-                try:
-                    with Image.open(p) as im:
-                        im.verify()
-                except Exception as e:  # PIL raises OSError, SyntaxError, struct.error, ...
-                    raise ImageFolderError(
-                        f"cannot read validation image {p}: {e}; remove or replace it"
-                    ) from e
-                if min(h // self.scale, w // self.scale) * self.scale < need:
-                    small.append(f"{p.name} ({w}x{h})")
-            if small:
-                raise ImageFolderError(
-                    f"{len(small)} validation image(s) of {self.val_dir} smaller than the "
-                    f"{need}x{need} pixels that scale {self.scale} needs: {', '.join(small)}; "
-                    "remove them, or set data.val_dir to another folder (or null)"
-                )
+            self._check_val_files(files)
             self._val_files = files
         return self._val_files
+
+    def _check_val_files(self, files: list[Path]) -> None:
+        """The checks of :attr:`val_files` on ``files``.
+
+        Raises:
+            ImageFolderError: as :attr:`val_files`.
+        """
+        need, small = min_hr_size(self.scale), []
+        for p in files:
+            h, w = image_size(p)  # raises naming the file
+            try:
+                with Image.open(p) as im:
+                    im.verify()
+            except Exception as e:  # PIL raises OSError, SyntaxError, struct.error, ...
+                raise ImageFolderError(
+                    f"cannot read validation image {p}: {e}; remove or replace it"
+                ) from e
+            if min(h // self.scale, w // self.scale) * self.scale < need:
+                small.append(f"{p.name} ({w}x{h})")
+        if small:
+            raise ImageFolderError(
+                f"{len(small)} validation image(s) of {self.val_dir} smaller than the "
+                f"{need}x{need} pixels that scale {self.scale} needs: {', '.join(small)}; "
+                "remove them, or set data.val_dir to another folder (or null)"
+            )
 
     def prepare(self) -> None:
         """Check the training and validation folders and do the source's own set-up (e.g.
@@ -306,6 +314,18 @@ class PatchSource(abc.ABC):
                 f"{self.hr_dir}: each worker reads images of its own; add images or use fewer "
                 "workers"
             )
+
+    def evaluate(self, model, keep: int = 0) -> dict:
+        """Score ``model`` on the validation data with the literature's protocol
+        (``sr.evaluation.evaluate_images`` of :attr:`val_files`; see it for the result's keys).
+
+        Args:
+            model: the Keras model being trained.
+            keep: keep the arrays of the first ``keep`` images for TensorBoard panels.
+        """
+        from sr.evaluation import evaluate_images
+
+        return evaluate_images(model, self.val_files, self.scale, keep=keep)
 
     def explain_data_loss(self, error: Exception) -> Exception:
         """The error to raise for a ``tf.errors.DataLossError`` met while reading this source:

@@ -1,8 +1,10 @@
 """SR model builders: each returns a Keras 3 model mapping ``[B, h, w, C]`` in [0, 1] to
-``[B, scale h, scale w, C]`` for any h and w."""
+``[B, scale h, scale w, C]`` for any h and w; multi-frame models (``build_espcn_mf``) take a
+window of k frames, ``[B, k, h, w, C]``, and return the SR of its target frame."""
 
 from sr.models.edsr import build_edsr
 from sr.models.espcn import build_espcn
+from sr.models.espcn_mf import build_espcn_mf
 from sr.models.layers import PixelShuffle
 
-__all__ = ["PixelShuffle", "build_edsr", "build_espcn"]
+__all__ = ["PixelShuffle", "build_edsr", "build_espcn", "build_espcn_mf"]

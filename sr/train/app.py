@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 from omegaconf import DictConfig, OmegaConf
 
-from sr.config import build_source, validate_train
+from sr.config import ConfigError, build_source, validate_train
 from sr.data.demo import ensure_demo_for
 from sr.train import distribute
 from sr.train.checkpoint import build_model
@@ -52,10 +52,33 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     with strategy.scope():
         model = build_model(cfg)
     log.info("model %s: %d parameters", model.name, model.count_params())
+    check_model_input(model, cfg, getattr(loader, "frames", 1))
     trainer = Trainer(cfg, loader, model, run_dir, mixed=mixed, strategy=strategy)
     if cfg.resume:
         trainer.restore()
     return trainer.fit()
+
+
+def check_model_input(model: keras.Model, cfg: DictConfig, frames: int) -> None:
+    """Check that the model takes the data's samples: one LR image ``[B, h, w, 1]`` when
+    ``frames`` is 1, a window ``[B, frames, h, w, 1]`` otherwise.
+
+    Raises:
+        ConfigError: naming ``model=`` and ``data.frames`` and the fix.
+    """
+    shape = tuple(model.inputs[0].shape)
+    takes = shape[1] if len(shape) == 5 else 1
+    if takes == frames:
+        return
+    name = str(cfg.model._target_).rsplit(".", 1)[-1]
+    if takes == 1:
+        fix = "use a multi-frame model (model=espcn_mf) or data.frames=1"
+    else:
+        fix = f"set the model's frames to {frames} (model=espcn_mf follows data.frames)"
+    raise ConfigError(
+        f"the model ({name}) takes {takes} LR frame(s) per sample but the data give {frames} "
+        f"(data.frames={frames}): {fix}"
+    )
 
 
 def describe(cfg: DictConfig) -> str:

@@ -16,7 +16,6 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from sr.data.images import ImageFolderError
-from sr.evaluation import evaluate_images
 from sr.train import distribute
 from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager, read_data_state
 from sr.train.timing import StepTimer
@@ -520,9 +519,7 @@ class Trainer:
         if not self.val_files:
             return {}
         t0 = time.perf_counter()
-        res = evaluate_images(
-            self.model, self.val_files, self.cfg.data.scale, keep=self.cfg.train.val_images
-        )
+        res = self.loader.evaluate(self.model, keep=self.cfg.train.val_images)
         step = int(self.step.numpy())
         with self.writer.as_default(step=step):
             for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
