@@ -331,6 +331,7 @@ class WindowPool(PatchPool):
         self.sequences, self.frames, self.stride = sequences, frames, stride
         self._cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
+        self._decoding: dict[int, threading.Event] = {}  # frames being decoded
         self.frames_held = 0
         self.peak_frames = 0
         self.frame_decodes = 0
@@ -347,9 +348,28 @@ class WindowPool(PatchPool):
             self.frames_held -= 1
 
     def _frame(self, f: int) -> np.ndarray:
-        frame = self._cache.get(f)
-        if frame is not None:
-            return frame
+        """Decoded Y of frame ``f``: the cached array while any window holds it, else decoded
+        (once: a thread wanting a frame another thread is decoding waits for it)."""
+        with self._lock:
+            frame = self._cache.get(f)
+            if frame is not None:
+                return frame
+            busy = self._decoding.get(f)
+            if busy is None:
+                self._decoding[f] = threading.Event()
+        if busy is not None:
+            busy.wait()
+            return self._frame(f)  # cached now, or freed again (or failed): decode it then
+        try:
+            frame = self._decode_frame(f)
+            with self._lock:
+                self._cache[f] = frame
+        finally:
+            with self._lock:
+                self._decoding.pop(f).set()
+        return frame
+
+    def _decode_frame(self, f: int) -> np.ndarray:
         path = self.sequences.files[f]
         frame = load_y(path)
         seq = int(np.searchsorted(self.sequences.first, f, side="right") - 1)
@@ -365,7 +385,6 @@ class WindowPool(PatchPool):
             self.peak_frames = max(self.peak_frames, self.frames_held)
             self.frame_decodes += 1
         weakref.finalize(frame, self._release)
-        self._cache[f] = frame
         return frame
 
     def _nbytes(self, i: int) -> int:
