@@ -140,7 +140,7 @@ def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir
 
     from tests.fake_run import load_script, make_run
 
-    width = "model.features=[8,8]" if override == "model=espcn" else "model.features=8"
+    width = "model.features=[8,8]" if override.startswith("model=espcn") else "model.features=8"
     run = make_run(compose, tmp_path / "run", overrides=(override, width))
     evaluate, upscale, export = (load_script(n) for n in ("evaluate", "upscale", "export"))
 
