@@ -58,7 +58,9 @@ class TrainConfig:
     val_images: int = 3  # validation images shown in TensorBoard
     xla: bool = False  # jit_compile the train step
     mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
-    max_minutes: float | None = None  # wall-time budget of the loop; stops early, saved, validated
+    # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
+    # run stops when it ends (saved, validated)
+    max_minutes: float | None = None
     on_nonfinite: str = "stop"  # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
     strategy: str = "auto"  # auto, mirrored, multi_worker (TF_CONFIG) or one_device

@@ -265,6 +265,12 @@ def loadable_checkpoints(run_dir: Path) -> list[int]:
     state = tf.train.get_checkpoint_state(str(run_dir / "checkpoints"))
     steps = []
     for path in state.all_model_checkpoint_paths if state else []:
+        if not Path(f"{path}.index").exists():
+            # tf.train.CheckpointManager lists a new checkpoint, deletes the oldest beyond
+            # max_to_keep, then lists again: a kill between the two leaves a deleted old one
+            # listed (never the latest, which resume= reads)
+            assert path != state.model_checkpoint_path, path
+            continue
         reader = tf.train.load_checkpoint(path)
         for key, dtype in reader.get_variable_to_dtype_map().items():
             if dtype != tf.variant:

@@ -73,3 +73,37 @@ def test_unknown_schedule_is_named(compose):
     cfg.train.lr_schedule = "linear"
     with pytest.raises(ValueError, match="cosine, step or constant, got 'linear'"):
         make_schedule(cfg)
+
+
+def test_the_budget_schedule_runs_the_step_schedule_over_elapsed_time(compose):
+    """BudgetSchedule: the step schedule at max(step, progress x steps); at progress 0 the step
+    schedule itself, at progress 1 its final value, whatever the step."""
+    import tensorflow as tf
+
+    from sr.train.loop import BudgetSchedule
+
+    for extra in (
+        ["train.lr_warmup_steps=100"],
+        ["train.lr_schedule=step", "train.lr_decay_steps=300"],
+    ):
+        cfg = compose("train.lr=2e-3", "train.steps=1100", *extra)
+        inner = make_schedule(cfg)
+        progress = tf.Variable(0.0)
+        budget = BudgetSchedule(inner, 1100, progress)
+        for step in (0, 50, 100, 600, 1100):
+            assert lr_at(budget, step) == pytest.approx(lr_at(inner, step), rel=1e-6)
+        progress.assign(0.5)  # half the time used at step 10: the schedule is half-way
+        assert lr_at(budget, 10) == pytest.approx(lr_at(inner, 550), rel=1e-6)
+        assert lr_at(budget, 800) == pytest.approx(lr_at(inner, 800), rel=1e-6)  # steps lead
+        progress.assign(1.0)
+        assert lr_at(budget, 3) == pytest.approx(lr_at(inner, 1100), rel=1e-6)
+
+
+def test_without_a_budget_the_optimizer_keeps_the_step_schedule(compose):
+    from sr.train.loop import BudgetSchedule, make_optimizer
+
+    cfg = compose("train.steps=1100", "train.lr_warmup_steps=100")
+    lr = make_optimizer(cfg, mixed=False)._learning_rate  # the schedule (Keras 3 attribute)
+    assert not isinstance(lr, BudgetSchedule)
+    for step in (0, 100, 600, 1100):
+        assert lr_at(lr, step) == pytest.approx(cosine(step, 1e-3, 1100, 100), rel=1e-5)

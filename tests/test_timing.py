@@ -110,3 +110,48 @@ def test_max_minutes_stops_the_run_saved_before_its_steps(folders, tmp_path, com
     assert re.search(rf"time budget of 0\.05 minutes reached at step {step}\b", caplog.text)
     assert (tmp_path / "run" / "checkpoints" / f"ckpt-{step}.index").is_file()
     assert final["val/psnr"] > 0  # validated at the end, as a finished run
+
+
+def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_it(
+    folders, tmp_path, compose, caplog
+):
+    """With train.max_minutes the cosine runs over the budget: the run's last step has the final
+    learning rate (1 % of train.lr) within 1 % of train.lr, when a step takes well under a
+    twentieth of the budget; the used budget is checkpointed, so a resume with the same budget
+    trains no further step, and one with a larger budget goes on."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sr.train.app import run
+
+    common = [
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data=generator",
+        "data.batch_size=4",
+        "data.patch_size=32",
+        "model.features=[8,8]",
+        "train.steps=1000000",
+        "train.lr=1e-3",
+        "train.log_every=1",
+        "train.ckpt_every=1000000",
+    ]
+    run_dir = tmp_path / "run"
+    with caplog.at_level(logging.INFO):
+        final = run(compose(*common, "train.max_minutes=0.1"), run_dir)  # 6 s
+    step = final["step"]
+    assert 20 < step < 1_000_000 and final["budget_minutes_used"] >= 0.1
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    lrs = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/lr")]
+    # the cosine went down with the time used (the first step, with tracing, takes part of it)
+    assert lrs == sorted(lrs, reverse=True) and lrs[0] > 10 * lrs[-1]
+    assert abs(lrs[-1] - 1e-5) <= 1e-5  # and ended at its final value, 1e-5, within 1 % of lr
+    assert re.search(rf"steps reached: {step} of train.steps=1000000", caplog.text)
+    saved = tf.train.load_checkpoint(str(run_dir / "checkpoints" / f"ckpt-{step}"))
+    assert saved.get_tensor("elapsed/.ATTRIBUTES/VARIABLE_VALUE") >= 6.0
+
+    again = run(compose(*common, "train.max_minutes=0.1", f"resume={run_dir}"), run_dir)
+    assert again["step"] == step  # the budget was used up: no further step
+    more = run(compose(*common, "train.max_minutes=0.15", f"resume={run_dir}"), run_dir)
+    assert more["step"] > step and more["budget_minutes_used"] >= 0.15

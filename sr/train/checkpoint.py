@@ -37,10 +37,14 @@ def make_checkpoint(
     optimizer=None,
     step: tf.Variable | None = None,
     data: tf.train.Checkpoint | None = None,
+    elapsed: tf.Variable | None = None,
 ):
-    """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step`` and
-    ``data`` (:func:`make_data_state`); parts left out are neither saved nor restored."""
+    """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step``,
+    ``data`` (:func:`make_data_state`) and ``elapsed`` (float64 seconds of the time budget
+    used, ``train.max_minutes``); parts left out are neither saved nor restored."""
     parts = {"model": model}
+    if elapsed is not None:
+        parts["elapsed"] = elapsed
     if optimizer is not None:
         parts["optimizer"] = optimizer
     if step is not None:

@@ -88,10 +88,45 @@ def make_schedule(cfg: DictConfig):
     raise ValueError(f"train.lr_schedule must be cosine, step or constant, got {t.lr_schedule!r}")
 
 
-def make_optimizer(cfg: DictConfig, mixed: bool) -> keras.optimizers.Optimizer:
-    opt = keras.optimizers.Adam(
-        make_schedule(cfg), beta_1=cfg.train.beta_1, beta_2=cfg.train.beta_2
-    )
+@keras.saving.register_keras_serializable(package="sr")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A step schedule run over a time budget (``train.max_minutes``).
+
+    The wrapped schedule (``make_schedule``: warm-up, cosine, step or constant, written in steps
+    of ``train.steps``) is evaluated at the position ``max(step, progress x steps)``, where
+    ``progress`` is the elapsed fraction of the budget (a variable the training loop sets, 0 to
+    1). So the learning rate reaches its final value when the budget ends, on a machine of any
+    speed, or at ``train.steps`` if those come first; the warm-up takes the same fraction of the
+    budget as of the steps. With ``progress`` at 0 it is the wrapped schedule itself.
+
+    Args:
+        inner: the step schedule (callable on a step, float32) or a constant.
+        steps: ``train.steps``, the horizon the step schedule was written for.
+        progress: float32 scalar variable, the elapsed fraction of the budget in [0, 1].
+    """
+
+    def __init__(self, inner, steps: int, progress: tf.Variable):
+        self.inner, self.steps, self.progress = inner, int(steps), progress
+
+    def __call__(self, step):
+        position = tf.maximum(tf.cast(step, tf.float32), self.progress * float(self.steps))
+        if callable(self.inner):
+            return self.inner(position)
+        return tf.constant(float(self.inner), tf.float32)
+
+    def get_config(self):
+        return {"steps": self.steps}
+
+
+def make_optimizer(
+    cfg: DictConfig, mixed: bool, progress: tf.Variable | None = None
+) -> keras.optimizers.Optimizer:
+    """Adam on :func:`make_schedule`; with ``progress`` (a time budget is set) the schedule runs
+    over the budget (:class:`BudgetSchedule`)."""
+    schedule = make_schedule(cfg)
+    if progress is not None:
+        schedule = BudgetSchedule(schedule, cfg.train.steps, progress)
+    opt = keras.optimizers.Adam(schedule, beta_1=cfg.train.beta_1, beta_2=cfg.train.beta_2)
     return keras.optimizers.LossScaleOptimizer(opt) if mixed else opt
 
 
@@ -182,15 +217,32 @@ class Trainer:
         self.chief = distribute.is_chief()
         # the data position is plain (not mirrored) variables: a string cannot live on a GPU
         self.data_state = make_data_state(loader.stream_seed, loader.stream_identity())
+        # the time budget (train.max_minutes): the elapsed fraction drives the LR schedule
+        # (BudgetSchedule); the elapsed seconds are checkpointed, so a resumed run goes on with
+        # the budget it had used (a plain variable: the host writes it)
+        self.budget = 60.0 * cfg.train.max_minutes if cfg.train.max_minutes else None
+        self.elapsed = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="elapsed")
+        self._clock: tuple[float, float] | None = None  # (perf_counter at start, elapsed then)
         with self.strategy.scope():
-            self.optimizer = make_optimizer(cfg, mixed)
+            self.progress = tf.Variable(
+                0.0,
+                dtype=tf.float32,
+                trainable=False,
+                name="budget_progress",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+            self.optimizer = make_optimizer(
+                cfg, mixed, self.progress if self.budget is not None else None
+            )
             self.optimizer.build(model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             # device-side non-finite record, not checkpointed: the first step whose loss was
             # NaN or inf (-1: none; policy stop) and the count of skipped steps (policy skip)
             self.first_bad = tf.Variable(-1, dtype=tf.int64, trainable=False, name="first_bad")
             self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped")
-            self.checkpoint = make_checkpoint(model, self.optimizer, self.step, self.data_state)
+            self.checkpoint = make_checkpoint(
+                model, self.optimizer, self.step, self.data_state, self.elapsed
+            )
         self._stream_checkpoint: str | None = None  # restore the data iterator from this one
         # a non-chief worker's model checkpoints are temporary; its own data position (its
         # iterator reads its own shards) is kept in <its dir>/data, saved at the same steps
@@ -308,10 +360,16 @@ class Trainer:
                 f"resume={self.resume_dir}: no checkpoint in {self.restore_dir}; "
                 "pass the output directory of an earlier train.py run"
             )
-        make_checkpoint(self.model, self.optimizer, self.step).restore(
+        make_checkpoint(self.model, self.optimizer, self.step, elapsed=self.elapsed).restore(
             path
         ).expect_partial().assert_existing_objects_matched()
         log.info("resumed from %s at step %d", path, int(self.step.numpy()))
+        if self.budget is not None:
+            log.info(
+                "time budget: %.2f of train.max_minutes=%s minutes used before this resume",
+                float(self.elapsed.numpy()) / 60,
+                self.cfg.train.max_minutes,
+            )
         if not self.chief:  # a worker's data position is in its own data checkpoints
             mine = self.run_dir / "data" / Path(path).name
             path = str(mine) if Path(f"{mine}.index").is_file() else None
@@ -475,6 +533,8 @@ class Trainer:
                 is written, so the checkpoints on disk stay the finite ones.
         """
         self.check_finite(weights=True)
+        if self._clock is not None:
+            self.elapsed.assign(self.elapsed_seconds())
         path = self.manager.save(checkpoint_number=int(self.step.numpy()))
         distribute.discard(self.checkpoint_dir)  # a non-chief worker's copy is temporary
         if self.data_manager is not None:
@@ -594,7 +654,15 @@ class Trainer:
         try:
             with stop_signals() as stop:
                 timer.resume()
-                budget = 60.0 * t.max_minutes if t.max_minutes else float("inf")
+                budget = self.budget if self.budget is not None else float("inf")
+                self._clock = (timer.start, float(self.elapsed.numpy()))
+                if self.budget is not None:
+                    log.info(
+                        "time budget %s minutes (%.2f used): the LR schedule runs over it, at "
+                        "max(elapsed / budget, step / train.steps)",
+                        t.max_minutes,
+                        self._clock[1] / 60,
+                    )
                 # A Python step counter: reading the step variable every step would block the
                 # host on the device each step and stop dispatch from running ahead on a GPU.
                 step, loss = int(self.step.numpy()), None
@@ -604,7 +672,12 @@ class Trainer:
                 profile = list(t.profile_steps) if t.profile_steps and self.chief else None
                 while step < t.steps:
                     if not cluster or step % t.log_every == 0:
-                        over = time.perf_counter() - timer.start > budget
+                        elapsed = self.elapsed_seconds()
+                        if cluster and self.budget is not None:  # one clock: the slowest's
+                            elapsed = self._max_over_workers(elapsed)
+                        over = elapsed > budget
+                        if self.budget is not None:
+                            self.progress.assign(min(1.0, elapsed / budget))
                         signalled = stop["signal"] is not None
                         if cluster:
                             signalled, over = self._any_worker(signalled), self._any_worker(over)
@@ -664,6 +737,22 @@ class Trainer:
         res = {} if interrupted is not None else self.validate_safely(saved=True)
         return self._finish(timer, res, interrupted)
 
+    def elapsed_seconds(self) -> float:
+        """Seconds of the time budget used: wall time inside :meth:`fit`'s loop (steps, saves
+        and validation in it), summed over the pieces of a resumed run (checkpointed in
+        ``elapsed``); start-up, and the time between a stop and its resume, do not count."""
+        if self._clock is None:
+            return float(self.elapsed.numpy())
+        start, before = self._clock
+        return before + time.perf_counter() - start
+
+    def _max_over_workers(self, value: float) -> float:
+        """The largest ``value`` over the cluster's workers (a collective, one scalar)."""
+        per = self.strategy.experimental_distribute_values_from_function(
+            lambda context: tf.constant(value, tf.float32)
+        )
+        return float(self.strategy.reduce(tf.distribute.ReduceOp.MAX, per, axis=None))
+
     def _any_worker(self, flag: bool) -> bool:
         """Whether ``flag`` is true on any worker of the cluster (a collective sum, one scalar;
         every worker must call it at the same step)."""
@@ -675,6 +764,16 @@ class Trainer:
     def _finish(self, timer: StepTimer, res: dict, interrupted) -> dict:
         summary = timer.summary()
         final = {"step": int(self.step.numpy()), "interrupted": interrupted}
+        if self.budget is not None:
+            final["budget_minutes_used"] = self.elapsed_seconds() / 60
+            log.info(
+                "steps reached: %d of train.steps=%d in %.2f of %s budget minutes; final lr %.3g",
+                final["step"],
+                self.cfg.train.steps,
+                final["budget_minutes_used"],
+                self.cfg.train.max_minutes,
+                current_lr(self.optimizer),
+            )
         if summary:
             final.update(
                 step_time_ms=summary.step_time_ms,
@@ -723,6 +822,8 @@ class Trainer:
             "strategy": str(c.train.strategy),
             "replicas": int(self.strategy.num_replicas_in_sync),
             "steps": int(c.train.steps),
+            "steps_reached": int(self.step.numpy()),
+            "max_minutes": float(c.train.max_minutes or 0.0),
             "batch_size": int(c.data.batch_size),
             "patch_size": int(c.data.patch_size),
             "scale": int(c.data.scale),
