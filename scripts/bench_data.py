@@ -3,6 +3,7 @@
     python scripts/bench_data.py                  # full run (~10 min on 2 cores)
     python scripts/bench_data.py --quick          # smoke run (~2 min)
     python scripts/bench_data.py --folder DIR --out outputs/bench
+    python scripts/bench_data.py --sequence       # data=sequence only (~5 min; = --only sequence)
 
 Every pipeline runs in its own subprocess (clean peak memory and CPU time), on the same folder
 (default: ``../shared/datasets/hr_sample`` re-encoded as PNG into a temporary folder, so that the
@@ -18,6 +19,19 @@ generator and (c) the TFRecord modes of ``references/004`` (``sr/bench/reference
 graph fed from uint8 patches in RAM); files decoded alone (the generator's decode-bound
 ceiling); and the generator at 16..256 patches per decoded image. Writes ``bench_data.json``,
 ``bench_data.md``, ``bench_data.png`` and ``bench_ppi.png`` into ``--out``.
+
+Sequence mode (``--sequence``, issue 10), on a folder of sorted sequences (default: 32 sequences
+x 40 frames of 1296 x 864, slow pans across photos of the shared sample saved as PNG, in a
+temporary folder; ``--quick``: 6 x 24, small enough for the pool to hold nearly all of it;
+``--sequence-folder`` to use another): the project's ``data=sequence``
+loader (``dataset()``, k = 3, stride 1, batch 64, patch 96, x4, default pool:
+``patches_per_window`` 32, ``pool_frames`` 384, ``pool_memory_mb`` 1024, 2 decode workers)
+against the naive pipeline that decodes the k frames of every sample
+(``sr.bench.sequences.naive_sequence``), and the frames decoded alone (the loader's decode-bound
+ceiling). Per pipeline the figures above, with frame decodes per patch, distinct sequences per
+batch and the pool's peak of decoded frames against ``data.pool_frames``. Writes
+``bench_sequence.json`` and ``bench_sequence.md`` into ``--out`` (the files of the full run are
+left as they are).
 """
 
 from __future__ import annotations
@@ -60,6 +74,27 @@ PIPELINES = {
     "ref_c": ("ref (c) 004 TFRecord", "ref", ()),
     "ref_c_batched": ("ref (c) batch-then-map, no py_func", "ref", ()),
     "ceiling": ("in-memory ceiling", "ceiling", ()),
+}
+
+# data=sequence: the loader's settings, stated (all defaults but the window's)
+SEQ_OVERRIDES = (
+    "data.frames=3",
+    "data.frame_stride=1",
+    "data.batch_size=64",
+    "data.patch_size=96",
+    "data.scale=4",
+    "data.patches_per_window=32",
+    "data.pool_frames=384",
+    "data.pool_memory_mb=1024",
+    "data.decode_workers=2",
+)
+# 1280 frames: several times the default pool (384 frames), so that the pool turns over as on long
+# sequences (with 8 x 30 = 240 frames it would hold most of the folder and decode each frame once)
+SEQ_FOLDER = dict(sequences=32, frames=40, size=(864, 1296))
+SEQ_FOLDER_QUICK = dict(sequences=6, frames=24, size=(864, 1296))
+SEQ_PIPELINES = {
+    "seq_project": "project data=sequence (k=3, default pool)",
+    "seq_naive": "naive: decode k frames per sample",
 }
 
 
@@ -178,6 +213,8 @@ def run_worker(name: str, a) -> dict:
 
     if name == "decode":
         return _decode_alone(a)
+    if name.startswith("seq_"):
+        return run_sequence_worker(name, a)
     n_images = len(list_images(a.folder))
     rss0 = _rss_mb()
     ds, index_ds, decodes, _ = _build_pipeline(name, a)
@@ -253,6 +290,217 @@ def _decode_alone(a) -> dict:
         "cpu_ms_per_image": 1000 * cpu / (a.repeats * a.decode_images),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+def _sequence_source(a):
+    from sr.config import build_source
+
+    source = build_source(compose_data("sequence", a.folder, None, *SEQ_OVERRIDES))
+    source.prepare()
+    return source
+
+
+def run_sequence_worker(name: str, a) -> dict:
+    """One sequence-mode pipeline (``seq_project``, ``seq_naive``) timed as :func:`run_worker`
+    times the others, or the frames decoded alone (``seq_decode``)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from sr.bench.measures import distinct_per_batch, ideal_distinct
+    from sr.bench.sequences import naive_sequence
+
+    if name == "seq_decode":
+        return _decode_frames_alone(a)
+    rss0 = _rss_mb()
+    source = _sequence_source(a)
+    if name == "seq_project":
+        ds = source.dataset()
+
+        def decodes():
+            return source.pool.frame_decodes
+    elif name == "seq_naive":
+        counter = tf.Variable(0, dtype=tf.int64)
+        ds = naive_sequence(source, seed=0, decodes=counter)
+
+        def decodes():
+            return int(counter.numpy())
+    else:
+        raise ValueError(f"unknown sequence pipeline {name!r}; choose from {list(SEQ_PIPELINES)}")
+    t0 = time.perf_counter()
+    it = iter(ds)
+    first = next(it)
+    first_batch_s = time.perf_counter() - t0
+    batch_size = int(first[0].shape[0])
+    _timed_batches(it, 10 * a.warmup, a.seconds)
+    dec0, io0, cpu0 = decodes(), _rchar(), time.process_time()
+    rates, total, seen = [], 0, []
+    for _ in range(a.repeats):
+        patches, wall, got = _timed_batches(it, a.batches, a.seconds)
+        rates.append(patches / wall)
+        total += patches
+        seen += got
+    cpu = time.process_time() - cpu0
+    io, dec = _rchar() - io0, decodes() - dec0
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    del it
+    out = {}
+    if name == "seq_project":
+        pool = source.pool
+        out = {
+            "pool_windows": int(pool.pool_images),
+            "keep_all": bool(pool.keep_all),
+            "peak_frames": int(pool.peak_frames),
+            "pool_frames": source.pool_frames,
+            "patches_per_window": source.patches_per_window,
+            "window_decodes_total": int(pool.decodes),
+            "frame_decodes_total": int(pool.frame_decodes),
+        }
+        it = iter(source.patch_dataset())  # (lr, hr) carry no index: sequences from here
+        seen = [next(it)["sequence"].numpy() for _ in range(a.index_batches)]
+        del it
+    distinct = distinct_per_batch(np.concatenate(seen), batch_size)
+    s = source.sequences
+    return {
+        "name": name,
+        "patches_per_s": rates,
+        "median": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+        "batch_size": batch_size,
+        "lr_shape": list(first[0].shape),
+        "hr_shape": list(first[1].shape),
+        "first_batch_s": first_batch_s,
+        "patches_timed": total,
+        "decodes_per_patch": dec / total,
+        "bytes_read_per_patch": io / total,
+        "distinct_mean": float(distinct.mean()),
+        "distinct_min": int(distinct.min()),
+        "distinct_batches": int(len(distinct)),
+        "distinct_ideal": ideal_distinct(len(s.names), batch_size),
+        "n_sequences": len(s.names),
+        "n_frames": len(s.files),
+        "n_windows": len(s.window_seq),
+        "frame_size": list(s.sizes[0]),
+        "rss_start_mb": rss0,
+        "peak_rss_mb": peak_rss,
+        "cpu_s_per_1000": 1000 * cpu / total,
+        **out,
+    }
+
+
+def _decode_frames_alone(a) -> dict:
+    """The sequence frames decoded to Y alone by the loader's decode (``load_y``) on its
+    ``decode_workers`` threads: frames/s, its decode-bound ceiling with decodes/patch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sr.data.images import load_y
+
+    source = _sequence_source(a)
+    files = source.sequences.files
+    rates = []
+    with ThreadPoolExecutor(source.decode_workers) as ex:
+        list(ex.map(load_y, files[: 2 * source.decode_workers]))  # warm-up
+        cpu0 = time.process_time()
+        for r in range(a.repeats):
+            chunk = [files[(r * a.decode_images + k) % len(files)] for k in range(a.decode_images)]
+            t0 = time.perf_counter()
+            list(ex.map(load_y, chunk))
+            rates.append(len(chunk) / (time.perf_counter() - t0))
+        cpu = time.process_time() - cpu0
+    return {
+        "name": "seq_decode",
+        "frames_per_s": rates,
+        "median": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+        "workers": source.decode_workers,
+        "cpu_ms_per_frame": 1000 * cpu / (a.repeats * a.decode_images),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def report_sequence(res: dict) -> str:
+    rows, d = res["pipelines"], res["decode"]
+    proj, naive = rows["seq_project"], rows["seq_naive"]
+    head = (
+        "| pipeline | patches/s median (min-max) | batches/s | x naive | first batch s "
+        "| frame decodes/patch | KB read/patch | distinct sequences/batch mean (min) "
+        "| peak RSS MB | CPU-s/1000 patches |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for name, r in rows.items():
+        m = r["median"]
+        lines.append(
+            f"| {SEQ_PIPELINES[name]} | {m:.0f} ({r['min']:.0f}-{r['max']:.0f}) "
+            f"| {m / r['batch_size']:.2f} | {_fmt_ratio(m / naive['median'])} "
+            f"| {r['first_batch_s']:.2f} | {r['decodes_per_patch']:.3f} "
+            f"| {r['bytes_read_per_patch'] / 1024:.1f} "
+            f"| {r['distinct_mean']:.2f} ({r['distinct_min']}) | {r['peak_rss_mb']:.0f} "
+            f"| {r['cpu_s_per_1000']:.2f} |"
+        )
+    cap = d["median"] / max(proj["decodes_per_patch"], 1e-9)
+    h, w = proj["frame_size"]
+    lines += [
+        "",
+        f"Folder: {proj['n_sequences']} sorted sequences, {proj['n_frames']} PNG frames of "
+        f"{w} x {h}, {proj['n_windows']} windows of 3 frames at stride 1; batch "
+        f"{proj['batch_size']}, lr {proj['lr_shape']}, hr {proj['hr_shape']}. Independent-draw "
+        f"ideal of distinct sequences per batch: {proj['distinct_ideal']:.2f}.",
+        f"Project pool: {proj['pool_windows']} windows (of {proj['n_windows']}), "
+        f"{proj['patches_per_window']} patches per window; peak {proj['peak_frames']} decoded "
+        f"frames held against the bound data.pool_frames={proj['pool_frames']} "
+        f"({'within' if proj['peak_frames'] <= proj['pool_frames'] else 'OVER'} the bound).",
+        f"Frames decoded alone ({d['workers']} threads, load_y): {d['median']:.1f} frames/s "
+        f"({d['min']:.1f}-{d['max']:.1f}), {d['cpu_ms_per_frame']:.1f} CPU-ms per frame; "
+        f"decode-bound ceiling of the project's loader at "
+        f"{proj['decodes_per_patch']:.3f} decodes/patch: {cap:.0f} patches/s "
+        f"(measured {100 * proj['median'] / cap:.0f} % of it).",
+        f"Ratio project / naive: {proj['median'] / naive['median']:.1f}x; frame decodes per "
+        f"patch {naive['decodes_per_patch'] / max(proj['decodes_per_patch'], 1e-9):.0f}x fewer.",
+    ]
+    return "\n".join(lines)
+
+
+def run_sequence_section(a) -> int:
+    """``--sequence``: build (or take) the folder of sequences, run the sequence pipelines one
+    per subprocess, write ``bench_sequence.json`` and ``.md``."""
+    with tempfile.TemporaryDirectory(prefix="bench_sequence-") as tmp:
+        a.work = Path(tmp)
+        if a.sequence_folder is None:
+            if not SHARED_SAMPLE.is_dir():
+                raise SystemExit(f"{SHARED_SAMPLE} is absent: pass --sequence-folder DIR")
+            from sr.bench.folders import write_sequences
+
+            spec = SEQ_FOLDER_QUICK if a.quick else SEQ_FOLDER
+            print(f"writing sequences {spec} from {SHARED_SAMPLE} into {tmp} ...", flush=True)
+            t0 = time.perf_counter()
+            a.folder = write_sequences(SHARED_SAMPLE, a.work / "sequences", **spec)
+            print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        else:
+            a.folder, spec = a.sequence_folder, None
+        res = {
+            "machine": machine(),
+            "folder": str(a.folder),
+            "folder_spec": spec,
+            "folder_mb": sum(p.stat().st_size for p in Path(a.folder).rglob("*.png")) / 2**20,
+            "overrides": list(SEQ_OVERRIDES),
+            "settings": {
+                k: getattr(a, k)
+                for k in ("quick", "repeats", "batches", "seconds", "warmup", "index_batches")
+            },
+        }
+        print("sequence pipelines:", flush=True)
+        res["pipelines"] = {n: spawn(n, a) for n in SEQ_PIPELINES}
+        res["decode"] = spawn("seq_decode", a)
+        res["load_avg_after"] = os.getloadavg()
+    a.out.mkdir(parents=True, exist_ok=True)
+    table = report_sequence(res)
+    (a.out / "bench_sequence.json").write_text(json.dumps(res, indent=1))
+    (a.out / "bench_sequence.md").write_text(table + "\n")
+    print()
+    print(table)
+    print(f"\nwrote {a.out}/bench_sequence.json, bench_sequence.md")
+    return 0
 
 
 def build_shards(a) -> dict:
@@ -493,7 +741,23 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--batches", type=int, default=None, help="most batches per repeat")
     p.add_argument("--seconds", type=float, default=None, help="seconds per repeat")
-    p.add_argument("--only", nargs="*", default=None, help="subset of pipelines (debugging)")
+    p.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="subset of pipelines (debugging); 'sequence': the sequence section (--sequence)",
+    )
+    p.add_argument(
+        "--sequence",
+        action="store_true",
+        help="only the data=sequence section: writes bench_sequence.json and .md",
+    )
+    p.add_argument(
+        "--sequence-folder",
+        type=Path,
+        default=None,
+        help="folder of sorted sequences (default: 32 x 40 frames of 1296 x 864 from real photos)",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--warmup", type=int, default=None, help=argparse.SUPPRESS)
@@ -515,6 +779,8 @@ def main(argv=None) -> int:
         result = build_shards(a) if a.worker == "build" else run_worker(a.worker, a)
         print(json.dumps(result))
         return 0
+    if a.sequence or a.only == ["sequence"]:
+        return run_sequence_section(a)
 
     with tempfile.TemporaryDirectory(prefix="bench_data-") as tmp:
         a.work = Path(tmp)

@@ -47,3 +47,71 @@ def compose_data(mode: str, hr_dir, data_root, *overrides: str):
     set for ``data=tfrecord`` only (the other modes have no such key)."""
     root = (f"data.data_root={data_root}",) if mode == "tfrecord" else ()
     return compose(f"data={mode}", f"data.hr_dir={hr_dir}", "data.val_dir=null", *root, *overrides)
+
+
+def write_sequences(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    sequences: int,
+    frames: int,
+    size: tuple[int, int],
+    step: tuple[int, int] = (1, 3),
+    workers: int = 2,
+) -> Path:
+    """A folder of sorted sequences made from the real photos of ``src``: ``dst/seq_000/
+    frame_0000.png, ...`` (sequence folders and frames named in order), each sequence a slow pan
+    across one photo. Kept if already complete (a cache for one run's temporary folder).
+
+    Sequence q uses photo ``q * n / sequences`` of the sorted photos of ``src`` (n of them, spread
+    over the folder), turned to landscape and resized (Lanczos) to just cover the pan; frame t is
+    its ``size`` crop at ``(t dy, t dx)``, ``step = (dy, dx)`` pixels a frame. Saved as RGB PNG at
+    zlib level 6 like :func:`reencode_png`, so that decoding costs what a DIV2K-like PNG costs.
+
+    Args:
+        src: folder of photos (PNG/JPEG).
+        dst: output folder.
+        sequences: Q, number of sequences.
+        frames: frames per sequence.
+        size: ``(height, width)`` of every frame.
+        step: ``(dy, dx)`` pan in pixels per frame.
+        workers: encoding threads.
+
+    Returns:
+        ``dst``.
+
+    Raises:
+        FileNotFoundError: if ``src`` holds no image (names the folder).
+    """
+    from sr.data.images import list_images
+
+    photos = list_images(src)
+    dst = Path(dst)
+    (h, w), (dy, dx) = size, step
+    need_h, need_w = h + dy * (frames - 1), w + dx * (frames - 1)
+
+    def one(q: int) -> None:
+        folder = dst / f"seq_{q:03d}"
+        paths = [folder / f"frame_{t:04d}.png" for t in range(frames)]
+        if all(p.exists() for p in paths):
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        with Image.open(photos[q * len(photos) // sequences % len(photos)]) as im:
+            im = im.convert("RGB")
+            if im.height > im.width:
+                im = im.transpose(Image.Transpose.TRANSPOSE)
+            scale = max(need_h / im.height, need_w / im.width)
+            im = im.resize(
+                (max(need_w, round(im.width * scale)), max(need_h, round(im.height * scale))),
+                Image.Resampling.LANCZOS,
+            )
+        for t, path in enumerate(paths):
+            if not path.exists():
+                tmp = path.with_suffix(".tmp")
+                im.crop((dx * t, dy * t, dx * t + w, dy * t + h)).save(
+                    tmp, format="PNG", compress_level=6
+                )
+                tmp.rename(path)
+
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, range(sequences)))
+    return dst

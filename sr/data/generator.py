@@ -116,6 +116,11 @@ class PatchPool:
         h, w = self.images.sizes[i]
         return h * w + ((h // self.scale) * (w // self.scale) if self.lr_dir else 0)
 
+    def epoch_order(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """The order in which the ``n`` items enter the pool in one epoch: a uniform random
+        permutation (``rng.permutation(n)``)."""
+        return rng.permutation(n)
+
     def plans(self) -> Iterator[Plan]:
         """The pool's decisions, batch after batch, forever (see :class:`Plan`).
 
@@ -139,7 +144,7 @@ class PatchPool:
 
         def next_file() -> int:
             if len(pending) < n:
-                pending.extend(int(i) for i in order_rng.permutation(n))
+                pending.extend(int(i) for i in self.epoch_order(order_rng, n))
             for _ in range(len(pending)):
                 i = pending.popleft()
                 if not in_pool.get(i):
