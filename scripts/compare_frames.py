@@ -11,7 +11,8 @@ protocol of ``sr.evaluation.evaluate_sequences`` (every frame of every sequence,
 ``scale`` border pixels cropped, border frames standing in for missing neighbours; mean over
 sequences of each sequence's mean), with bicubic of the target frame beside them. Prints a
 markdown table and writes ``compare_frames.json`` and ``compare_frames.md`` into ``--out``
-(default ``docs/perf``); the runs go to ``--runs`` (default a temporary folder).
+(default ``docs/perf``); the runs go to ``--runs`` (default a temporary folder), where a run
+that already reached ``--steps`` is scored again without training.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         for frames in (args.frames, 1):
             run_dir = runs / f"frames{frames}_seed{seed}"
-            seconds = train(run_dir, frames, seed, args)
+            done = run_dir / "checkpoints" / f"ckpt-{args.steps}.index"
+            seconds = float("nan") if done.is_file() else train(run_dir, frames, seed, args)
             res = score(run_dir)
             rows.append({"frames": frames, "seed": seed, "seconds": seconds, **res})
             print(
@@ -147,9 +149,7 @@ def main(argv=None) -> int:
     first = args.seeds[0]
     for name, m in multi[first]["per_sequence"].items():
         o = single[first]["per_sequence"][name]
-        lines.append(
-            f"| {name} | {m['psnr']:.3f} | {o['psnr']:.3f} | {m['psnr_bicubic']:.3f} |"
-        )
+        lines.append(f"| {name} | {m['psnr']:.3f} | {o['psnr']:.3f} | {m['psnr_bicubic']:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     out = Path(args.out)
