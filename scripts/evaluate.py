@@ -1,7 +1,8 @@
 """Evaluate a trained run, or the bicubic baseline, with the SR literature's protocol.
 
     python scripts/evaluate.py <run dir> <folder> [<folder> ...] [--checkpoint ckpt-N] [--out DIR]
-    python scripts/evaluate.py bicubic <folder> [<folder> ...] --scale 4 [--out DIR]
+        [--sequences]
+    python scripts/evaluate.py bicubic <folder> [<folder> ...] --scale 4 [--out DIR] [--sequences]
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
 ``sr.evaluation`` (the trainer's validation: PSNR and SSIM on Y, ``scale`` pixels of border
@@ -10,6 +11,14 @@ run's directory (or ``--out``; for bicubic by default ``outputs/bicubic_x<s>``),
 scalars ``eval/<folder>/<metric>`` at the checkpoint's step into ``<run>/tb`` (``<out>/tb`` for
 bicubic), and prints a markdown table (a model row and a bicubic row per folder). The schemas are
 documented in ``sr/results.py``, which does the work.
+
+Sequences. For a run of ``data=sequence`` (its config has ``data.frames``) each folder is a folder
+of sequences (one subfolder of frames per sequence, frames in natural name order) and every frame
+is scored with its window of the run's ``data.frames``, ``data.frame_stride`` and
+``data.target_frame`` (``sr.evaluation.evaluate_sequences``: border frames stand in for missing
+neighbours at the ends). ``--sequences`` scores folders of sequences frame by frame with bicubic
+or with a single-image run. The results gain per-sequence rows, and a folder's means are the mean
+over sequences of each sequence's mean over its frames (``sr/results.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.data.images import ImageFolderError  # noqa: E402
+from sr.inference import run_window  # noqa: E402
 from sr.results import (  # noqa: E402
     BICUBIC,
     evaluate,
@@ -45,6 +55,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--out", help="output folder (default: the run directory; bicubic: outputs/bicubic_x<s>)"
     )
+    parser.add_argument(
+        "--sequences",
+        action="store_true",
+        help="the folders hold one subfolder of frames per sequence: score every frame, with "
+        "per-sequence rows (implied for a data=sequence run)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
@@ -58,6 +74,7 @@ def main(argv=None) -> int:
             if not args.scale:
                 raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
             model, scale, step, checkpoint, label = None, args.scale, 0, None, BICUBIC
+            window = (1, 1, 0) if args.sequences else None
             out = Path(args.out or f"outputs/bicubic_x{scale}")
             tb_dir = out / "tb"
         else:
@@ -71,15 +88,36 @@ def main(argv=None) -> int:
                     "only (drop it, or evaluate a run of that scale)"
                 )
             out, tb_dir = Path(args.out) if args.out else run, run / "tb"
+            window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
         results = evaluate(
-            model, args.folders, scale, label, step, checkpoint, progress=not args.no_progress
+            model,
+            args.folders,
+            scale,
+            label,
+            step,
+            checkpoint,
+            progress=not args.no_progress,
+            sequences=window,
         )
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2
     json_path, csv_path = write_results(results, out)
     write_tensorboard(results, tb_dir, step)
-    print(f"x{scale}, Y channel (BT.601), {scale}-pixel border crop\n")
+    print(f"x{scale}, Y channel (BT.601), {scale}-pixel border crop")
+    if window is not None:
+        frames, stride, target = window
+        how = (
+            "on its own"
+            if frames == 1
+            else f"from a window of {frames} frames at stride {stride}, target index {target}, "
+            "border frames repeated"
+        )
+        print(
+            f"sequences: every frame scored {how}; a folder's figures are the mean over its "
+            "sequences of each sequence's mean"
+        )
+    print()
     print(markdown_table(results))
     print(f"\nwrote {json_path}, {csv_path}, TensorBoard {tb_dir} (step {step})")
     return 0

@@ -7,6 +7,11 @@ and returns ``sr``: uint8 RGB ``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.
 model, Cb and Cr by the project's bicubic, back to RGB, rounded. It is the graph of
 ``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
 
+A multi-frame run (``data=sequence`` with ``data.frames`` > 1) is refused: its model reads a
+window of k frames of a sequence, which this one-image signature cannot give; upscale sequences
+with ``scripts/upscale.py <run> <folder of sequences> <output folder>``. A sequence run with
+``data.frames=1`` is a single-image model and exports as above.
+
 Load it back with::
 
     m = tf.saved_model.load("<output folder>")
@@ -26,7 +31,11 @@ import tensorflow as tf  # noqa: E402
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.inference import serving_module  # noqa: E402
-from sr.train.checkpoint import RunDirError, load_model_from_run  # noqa: E402
+from sr.train.checkpoint import (  # noqa: E402
+    RunDirError,
+    load_model_from_run,
+    load_run_config,
+)
 
 
 def export(run_dir, out_dir, checkpoint: str | None = None) -> tuple[Path, int, int]:
@@ -42,9 +51,18 @@ def export(run_dir, out_dir, checkpoint: str | None = None) -> tuple[Path, int, 
 
     Raises:
         RunDirError: for a run without config or checkpoint.
-        ValueError: if ``out_dir`` exists and is not an empty folder.
+        ValueError: if ``out_dir`` exists and is not an empty folder, or the run is multi-frame
+            (``data.frames`` > 1; names ``scripts/upscale.py``, which upscales sequences).
     """
     out_dir = Path(out_dir)
+    frames = int(load_run_config(run_dir).data.get("frames", 1))
+    if frames > 1:
+        raise ValueError(
+            f"run {run_dir} is a multi-frame run (data.frames={frames}): its model reads a window "
+            f"of {frames} frames of a sequence, and the SavedModel's signature takes one image, "
+            "so it is not exported; upscale sequences with scripts/upscale.py "
+            f"{run_dir} <folder of sequences> <output folder>"
+        )
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"output {out_dir} already exists and is not empty: pick a new folder")
     model, cfg, step = load_model_from_run(run_dir, checkpoint)

@@ -15,6 +15,18 @@ are still written.
 Images larger than ``--tile`` input pixels are processed in overlapping tiles, so memory stays
 bounded; the overlap defaults to the model's receptive field, which makes the tiled result equal
 to the untiled one (up to float rounding).
+
+Sequence runs (``data=sequence``, whose config has ``data.frames``): the input is a folder of
+LR sequences (one subfolder of frames per sequence; written to ``<output>/<sequence>/<frame
+name>``) or a single sequence, a folder of frames without subfolders (written to
+``<output>/<frame name>``, as a folder of images is). Frames are ordered by natural name order
+(``frame2`` before ``frame10``), as in training. Every frame t is upscaled from its window of the
+run's ``data.frames`` frames at ``data.frame_stride`` with the run's ``data.target_frame``
+(``sr.data.sequence.window_frames``: at the ends of a sequence the first or last frame stands in
+for the missing neighbours): Y of the k frames goes through the model, Cb, Cr and alpha of frame
+t by bicubic, in the same tiles for all k frames. Only the frames of the current windows are held.
+A single image is refused by a multi-frame run (a run with ``data.frames=1`` upscales it as a
+single-image run does). A frame that cannot be read fails with every frame whose window needs it.
 """
 
 from __future__ import annotations
@@ -30,9 +42,15 @@ from PIL import Image  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.data.images import ImageFolderError, list_images  # noqa: E402
-from sr.inference import Upscaler, read_image, write_image  # noqa: E402
-from sr.train.checkpoint import RunDirError, load_model_from_run  # noqa: E402
+from sr.data.images import IMAGE_SUFFIXES, ImageFolderError, list_images  # noqa: E402
+from sr.inference import (  # noqa: E402
+    SequenceUpscaler,
+    Upscaler,
+    read_image,
+    run_window,
+    write_image,
+)
+from sr.train.checkpoint import RunDirError, load_model_from_run, load_run_config  # noqa: E402
 
 DEFAULT_TILE = 256
 
@@ -85,12 +103,119 @@ def upscale_files(upscaler: Upscaler, pairs, tile: int, progress: bool = True) -
     return failures
 
 
+def _frames_in(folder: Path) -> list[Path]:
+    from sr.data.sequence import natural_key
+
+    files = [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+    return sorted(files, key=lambda p: natural_key(p.name))
+
+
+def plan_sequences(source: Path, target: Path) -> list[tuple[str, list[Path], list[Path]]]:
+    """``(sequence name, input frames, output files)`` of a folder of sequences or of frames.
+
+    A folder with subfolders of frames is a folder of sequences (``sr.data.sequence.
+    list_sequences``: natural order, images beside the subfolders warned about and not used):
+    frame ``f`` of sequence ``q`` goes to ``target/q/f``. A folder of frames without such
+    subfolders is one sequence: frame ``f`` goes to ``target/f``.
+
+    Raises:
+        ImageFolderError: for a missing input, a file, or a folder without frames.
+        ValueError: for an output that is a file or the input folder.
+    """
+    from sr.data.sequence import list_sequences
+
+    if not source.is_dir():
+        what = "is a file" if source.exists() else "does not exist"
+        raise ImageFolderError(
+            f"input {source} {what}: a multi-frame run upscales sequences; give a folder of "
+            "frames (one sequence) or a folder with one subfolder of frames per sequence"
+        )
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"input {source} is a folder, so the output {target} must be one too")
+    if target.resolve() == source.resolve():
+        raise ValueError(f"output folder {target} is the input folder: pick another")
+    subfolders = [
+        sub
+        for sub in source.iterdir()
+        if sub.is_dir() and not sub.name.startswith(".") and _frames_in(sub)
+    ]
+    if subfolders:
+        seqs = list_sequences(source, key="input")
+        return [(q.name, list(q.files), [target / q.name / p.name for p in q.files]) for q in seqs]
+    files = _frames_in(source)
+    if not files:
+        raise ImageFolderError(
+            f"input {source} holds no PNG or JPEG frame and no subfolder of frames: give a "
+            "folder of frames (one sequence) or a folder with one subfolder per sequence"
+        )
+    return [(source.name, files, [target / p.name for p in files])]
+
+
+def upscale_sequences(
+    upscaler: SequenceUpscaler, jobs, stride: int, target: int, tile: int, progress: bool = True
+) -> list[str]:
+    """Upscale every frame of each ``(name, frames, outputs)`` of :func:`plan_sequences` from
+    its window (``sr.data.sequence.window_frames`` with ``upscaler.frames``, ``stride`` and
+    ``target``), holding only the frames of the current windows. Returns ``"<file>: <reason>"``
+    for every frame that failed (the others are still written): its own or a neighbour's
+    ``ImageFolderError`` (undecodable, too large), a ``ValueError`` (too small, frames of
+    different sizes, alpha into JPEG) or an ``OSError``."""
+    from sr.data.sequence import window_frames
+
+    failures, k = [], upscaler.frames
+    total = sum(len(files) for _, files, _ in jobs)
+    bar = tqdm(total=total, unit="frame", disable=not progress or total < 2)
+    for name, files, outputs in jobs:
+        n, cache = len(files), {}
+        for t in range(n):
+            bar.set_postfix_str(f"{name}/{files[t].name}")
+            window = window_frames(t, n, k, stride, target)
+            try:
+                for i in window:
+                    if i not in cache:
+                        try:
+                            image = read_image(files[i])
+                            cache[i] = (image, upscaler.luma(image))
+                        except (ImageFolderError, ValueError, OSError) as e:
+                            cache[i] = e
+                if isinstance(cache[t], Exception):
+                    raise cache[t]
+                for i in window:
+                    if isinstance(cache[i], Exception):
+                        raise ValueError(f"frame {files[i].name} of its window: {cache[i]}")
+                image = cache[t][0]
+                for i in window:
+                    other = cache[i][0]
+                    if other.shape[:2] != image.shape[:2]:
+                        raise ValueError(
+                            f"frames differ in size: {files[i].name} is "
+                            f"{other.shape[1]}x{other.shape[0]} but {files[t].name} is "
+                            f"{image.shape[1]}x{image.shape[0]}; the frames of a sequence must "
+                            "share one size"
+                        )
+                lumas = [cache[i][1] for i in window]
+                write_image(upscaler.window(lumas, image, tile=tile), outputs[t])
+            except (ImageFolderError, ValueError, OSError) as e:
+                failures.append(f"{files[t]}: {e}")
+            if t + 1 < n:  # windows only move forward: drop what no later window reads
+                first = min(window_frames(t + 1, n, k, stride, target))
+                for i in [i for i in cache if i < first]:
+                    del cache[i]
+            bar.update()
+    bar.close()
+    return failures
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="upscale.py", description="Upscale images (Y by the model, chroma and alpha bicubic)."
     )
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
-    parser.add_argument("input", help="an image, or a folder of PNG/JPEG images")
+    parser.add_argument(
+        "input",
+        help="an image, or a folder of PNG/JPEG images; for a data=sequence run a folder of "
+        "sequence subfolders, or one folder of frames",
+    )
     parser.add_argument("output", help="output image path, or folder (created)")
     parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
     parser.add_argument(
@@ -114,12 +239,38 @@ def main(argv=None) -> int:
                 f"--tile must be a positive number of pixels or 0 (off), got {args.tile}"
             )
         into_folder = args.output.endswith(("/", os.sep))
-        pairs = plan(Path(args.input).expanduser(), Path(args.output).expanduser(), into_folder)
-        model, cfg, step = load_model_from_run(args.run, args.checkpoint)
-        upscaler = Upscaler(model, int(cfg.data.scale), overlap=args.overlap)
+        source, target = Path(args.input).expanduser(), Path(args.output).expanduser()
+        window = run_window(load_run_config(args.run))
+        if window is not None and (window[0] > 1 or source.is_dir()):
+            jobs = plan_sequences(source, target)
+            model, cfg, step = load_model_from_run(args.run, args.checkpoint)
+            frames, stride, index = window
+            upscaler = SequenceUpscaler(model, int(cfg.data.scale), frames, overlap=args.overlap)
+        else:
+            pairs = plan(source, target, into_folder)
+            model, cfg, step = load_model_from_run(args.run, args.checkpoint)
+            upscaler = Upscaler(model, int(cfg.data.scale), overlap=args.overlap)
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"upscale.py: error: {e}", file=sys.stderr)
         return 2
+    if window is not None and isinstance(upscaler, SequenceUpscaler):
+        failures = upscale_sequences(
+            upscaler, jobs, stride, index, args.tile, progress=not args.no_progress
+        )
+        total = sum(len(files) for _, files, _ in jobs)
+        print(
+            f"upscaled {total - len(failures)} of {total} frame(s) of {len(jobs)} sequence(s) "
+            f"x{upscaler.scale} with {model.name} (step {step}; window of {frames} frame(s) at "
+            f"stride {stride}, target index {index}) into {args.output}"
+        )
+        if failures:
+            print(
+                f"upscale.py: error: failed on {len(failures)} frame(s):\n  "
+                + "\n  ".join(failures),
+                file=sys.stderr,
+            )
+            return 1
+        return 0
     failures = upscale_files(upscaler, pairs, args.tile, progress=not args.no_progress)
     done = len(pairs) - len(failures)
     print(

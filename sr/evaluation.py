@@ -17,6 +17,18 @@ PSNR difference this makes, measured by ``scripts/lr_order.py``).
 
 With this protocol bicubic x4 gives the published 28.42 dB / 0.8104 on Set5 and 26.00 / 0.7027 on
 Set14 (``../shared/datasets/README.md``).
+
+Sequences (:func:`evaluate_sequences`, ``data=sequence`` and ``scripts/evaluate.py`` on folders of
+sequences). Every frame of every sequence is scored, each prepared by steps 1, 2 and 4 above (once
+per sequence, whatever the number of windows it belongs to). The model's input for target frame
+t of a sequence of n frames is the LR Y of the window ``sr.data.sequence.window_frames(t, n, k,
+s, target)``: frames ``t + (j - target) s``, j = 0..k-1, each clamped to ``[0, n - 1]``, so that
+near the ends of a sequence the first (or last) frame stands in for the missing neighbours (it
+is repeated) and the first and last frames are scored like the others. The SR of frame t is
+scored against frame t's HR, and the bicubic baseline is frame t's own. Means: per sequence, the
+mean over its frames; the folder's figures are the mean over sequences of those means (each
+sequence counts once whatever its length), the convention of video SR tables such as Vid4 in
+EDVR and BasicVSR. Only the frames the coming windows need are held, about ``(k - 1) s + 1``.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ import tensorflow as tf
 
 from sr.data.color import y_channel
 from sr.data.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
-from sr.data.images import list_images, load_image
+from sr.data.images import ImageFolderError, list_images, load_image
 from sr.metrics import psnr, ssim
 
 
@@ -141,3 +153,145 @@ def evaluate_folder(model, folder: str | os.PathLike, scale: int, keep: int = 0)
         ImageFolderError: if the folder is missing or empty.
     """
     return evaluate_images(model, list_images(folder), scale, keep)
+
+
+def super_resolve_window(model, lr_ys) -> np.ndarray:
+    """Run a multi-frame Y-channel model on one window of LR Y frames.
+
+    Args:
+        model: Keras model ``[1, k, h, w, 1]`` float32 in [0, 1] to ``[1, s h, s w, 1]`` (for
+            k = 1, ``[1, h, w, 1]``: :func:`super_resolve_y`).
+        lr_ys: k arrays ``[h, w]``, Y on the [0, 255] scale, in window order.
+
+    Returns:
+        float64 ``[s h, s w]`` on the 8-bit grid 0..255 (rounded and clipped).
+    """
+    if len(lr_ys) == 1:
+        return super_resolve_y(model, lr_ys[0])
+    x = np.stack(lr_ys)[np.newaxis, :, :, :, np.newaxis] / 255.0
+    out = model(tf.convert_to_tensor(x, tf.float32), training=False)
+    return quantize(out[0, :, :, 0], peak=1.0).numpy().astype(np.float64) * 255.0
+
+
+@dataclass
+class _Frame:
+    """A prepared frame of a sequence while windows need it (arrays as :class:`EvalImage`'s);
+    ``hr_y`` and ``bicubic_y`` are dropped once the frame is scored."""
+
+    lr_y: np.ndarray
+    hr_y: np.ndarray | None
+    bicubic_y: np.ndarray | None
+    bicubic: tuple[float, float]
+
+
+def _means(rows) -> dict:
+    result = {}
+    for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
+        values = [r[key] for r in rows if key in r]
+        if values:
+            result[key] = float(np.mean(values))
+    return result
+
+
+def evaluate_sequences(
+    model,
+    sequences,
+    scale: int,
+    frames: int,
+    stride: int,
+    target: int,
+    keep: int = 0,
+    folder=None,
+    progress=None,
+) -> dict:
+    """Score ``model`` (or only bicubic, with ``model=None``) on every frame of sequences.
+
+    Each frame is prepared as in :func:`evaluate_images` (:func:`prepare`); the model reads the
+    LR Y of the window of frame t (``sr.data.sequence.window_frames``, border frames repeated at
+    the ends, see the module docstring) and its output is scored against frame t's HR Y.
+
+    Args:
+        model: Y-channel Keras model from float32 ``[1, k, h, w, 1]`` in [0, 1] (``[1, h, w, 1]``
+            when ``frames`` is 1) to ``[1, s h, s w, 1]``, or None.
+        sequences: :class:`sr.data.sequence.SequenceFolder` list (``sr.data.sequence.
+            list_sequences``).
+        scale: s.
+        frames: k >= 1, frames of a window.
+        stride: frame stride of a window (>= 1).
+        target: index 0..k-1 of the scored frame in its window
+            (``sr.data.sequence.target_index``).
+        keep: keep the arrays of the first ``keep`` frames (with a model, for TensorBoard panels).
+        folder: the folder holding the sequences, for error messages (None: the parent of each
+            sequence's frames).
+        progress: called with no argument after each frame is scored (a progress bar's update),
+            or None.
+
+    Returns:
+        ``{"n": frames scored, "psnr", "ssim", "psnr_bicubic", "ssim_bicubic": means over
+        sequences of the per-sequence means (dB for PSNR), "per_image": {"<sequence>/<frame
+        file>": {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}}, "per_sequence": {name: {"n",
+        "psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}}, "panels": [(name, bicubic_y, sr_y,
+        hr_y), ...]}`` (panel arrays float64 on [0, 255]); model keys are absent when ``model``
+        is None.
+
+    Raises:
+        ImageFolderError: for an undecodable frame, or frames of different sizes in a sequence
+            (names the files).
+        ValueError: for a frame too small for the scale, or ``target`` outside the window.
+    """
+    from sr.data.sequence import sequence_size, window_frames
+
+    if not 0 <= target < frames:
+        raise ValueError(f"target frame index {target} is not in a window of {frames} frames")
+    per_image, per_sequence, panels = {}, {}, []
+    for seq in sequences:
+        parent = Path(folder) if folder is not None else Path(seq.files[0]).parent.parent
+        sequence_size(seq, parent)  # every header: one size, or the odd frames named
+        n, cache, shape, rows = len(seq.files), {}, None, []
+        for t in range(n):
+            window = window_frames(t, n, frames, stride, target) if model is not None else [t]
+            for i in window:
+                if i in cache:
+                    continue
+                path = Path(seq.files[i])
+                image = load_image(path)
+                if shape is None:
+                    shape = image.shape[:2]
+                elif image.shape[:2] != shape:  # decoded size differs from the headers'
+                    raise ImageFolderError(
+                        f"sequence {parent / seq.name}: frames differ in size; "
+                        f"{Path(seq.files[0]).name} is {shape[1]}x{shape[0]} but {path.name} is "
+                        f"{image.shape[1]}x{image.shape[0]}: the frames of a sequence must "
+                        "share one size"
+                    )
+                item = prepare(image, scale, f"{seq.name}/{path.name}")
+                cache[i] = _Frame(
+                    item.lr_y, item.hr_y, item.bicubic_y, score(item.bicubic_y, item.hr_y, scale)
+                )
+            frame, name = cache[t], f"{seq.name}/{Path(seq.files[t]).name}"
+            row = dict(zip(("psnr_bicubic", "ssim_bicubic"), frame.bicubic))
+            if model is not None:
+                sr_y = super_resolve_window(model, [cache[i].lr_y for i in window])
+                row.update(zip(("psnr", "ssim"), score(sr_y, frame.hr_y, scale)))
+                if len(panels) < keep:
+                    panels.append((name, frame.bicubic_y, sr_y, frame.hr_y))
+            frame.hr_y = frame.bicubic_y = None  # scored: only its LR may still be needed
+            per_image[name] = row
+            rows.append(row)
+            if t + 1 < n:  # drop the frames no later window reads (windows only move forward)
+                first = t + 1
+                if model is not None:
+                    first = min(window_frames(t + 1, n, frames, stride, target))
+                for i in [i for i in cache if i < first]:
+                    del cache[i]
+            if progress is not None:
+                progress()
+        per_sequence[seq.name] = {"n": len(rows), **_means(rows)}
+    result = {
+        "n": len(per_image),
+        "per_image": per_image,
+        "per_sequence": per_sequence,
+        "panels": panels,
+    }
+    result.update(_means(per_sequence.values()))
+    return result

@@ -13,6 +13,11 @@ Large images are processed in tiles of ``tile`` x ``tile`` input pixels, each re
 least the model's receptive-field radius (at LR resolution) plus the bicubic kernel's radius of 2,
 each output pixel sees exactly the input it sees in the untiled image, so tiling changes nothing
 beyond float rounding; :func:`default_overlap` computes that bound from the model's layers.
+
+Sequences (:class:`SequenceUpscaler`, runs of ``data=sequence``): frame t is upscaled from its
+window of k frames (``sr.data.sequence.window_frames``, border frames repeated at the ends of a
+sequence): Y of the k frames goes through the model, Cb, Cr and alpha of frame t by bicubic,
+exactly as above; the same tile grid is cut from all k frames.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from PIL import Image
 from sr.data.color import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.data.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
 from sr.data.images import load_image
+from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
 
 log = logging.getLogger(__name__)
@@ -70,6 +76,8 @@ def _layer_reach(layer, factor: int) -> tuple[float, int] | None:
         return None if inner is None else (inner[0] / factor, factor * inner[1])
     if isinstance(layer, PixelShuffle):
         return 0.0, factor * layer.factor
+    if isinstance(layer, StackFrames):  # frames into channels: each pixel reads its own pixels
+        return 0.0, factor
     if isinstance(layer, _CONVOLUTIONS):
         if tuple(layer.strides) != (1, 1):
             return None
@@ -189,14 +197,13 @@ class Upscaler:
             uint8 ``[B, s h, s w, C]``: Y (or gray) by the model, Cb, Cr and alpha by bicubic,
             back to RGB, rounded half up and clipped to 0..255.
         """
-        channels = image.shape[-1]
-        x = tf.cast(image, tf.float32)
-        if channels in (1, 2):
-            y, others = x[..., :1], x[..., 1:]
-        else:
-            ycbcr = rgb_to_ycbcr(x[..., :3])
-            y, others = ycbcr[..., :1], tf.concat([ycbcr[..., 1:], x[..., 3:]], axis=-1)
-        parts = [tf.cast(self.model(y / 255.0, training=False), tf.float32) * 255.0]
+        y, others = split_y(image)
+        return self._assemble(self.model(y / 255.0, training=False), others, image.shape[-1])
+
+    def _assemble(self, sr_y: tf.Tensor, others: tf.Tensor, channels: int) -> tf.Tensor:
+        """uint8 ``[B, s H, s W, C]`` from the model's Y ``[B, s H, s W, 1]`` in [0, 1] and the
+        other channels (Cb, Cr, alpha) at LR, upscaled here by bicubic."""
+        parts = [tf.cast(sr_y, tf.float32) * 255.0]
         if others.shape[-1]:
             parts.append(bicubic_upscale(others, self.scale))
         out = tf.concat(parts, axis=-1)
@@ -243,21 +250,163 @@ class Upscaler:
             )
         if tile < 0:
             raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
-        fn, s = self.function(channels), self.scale
+        fn = self.function(channels)
+        return self._tiled(lambda sy, sx: fn(image[np.newaxis, sy, sx])[0].numpy(), h, w, tile)
+
+    def _tiled(self, run, h: int, w: int, tile: int) -> np.ndarray:
+        """Assemble ``run(rows, cols)`` (uint8 ``[s h', s w', C]`` of the input slices) over the
+        tile grid of an ``h`` x ``w`` input (the whole input when ``tile`` is 0 or larger)."""
+        s = self.scale
         if not tile or (h <= tile and w <= tile):
-            return fn(image[np.newaxis])[0].numpy()
-        out = np.empty((s * h, s * w, channels), np.uint8)
+            return run(slice(None), slice(None))
+        out = None
         for y0 in range(0, h, tile):
             for x0 in range(0, w, tile):
                 y1, x1 = min(y0 + tile, h), min(x0 + tile, w)
                 iy0, ix0 = max(0, y0 - self.overlap), max(0, x0 - self.overlap)
                 iy1, ix1 = min(h, y1 + self.overlap), min(w, x1 + self.overlap)
-                part = fn(image[np.newaxis, iy0:iy1, ix0:ix1])[0].numpy()
+                part = run(slice(iy0, iy1), slice(ix0, ix1))
+                if out is None:
+                    out = np.empty((s * h, s * w, part.shape[-1]), np.uint8)
                 oy, ox = s * (y0 - iy0), s * (x0 - ix0)
                 out[s * y0 : s * y1, s * x0 : s * x1] = part[
                     oy : oy + s * (y1 - y0), ox : ox + s * (x1 - x0)
                 ]
         return out
+
+
+def split_y(image) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(Y, others)`` of uint8 ``[..., C]``: float32 ``[..., 1]`` Y on [0, 255] (a gray image is
+    its own Y; RGB: BT.601 of ``sr.data.color``) and float32 ``[..., C - 1]`` Cb, Cr (RGB) and
+    alpha (if any)."""
+    x = tf.cast(image, tf.float32)
+    if x.shape[-1] in (1, 2):
+        return x[..., :1], x[..., 1:]
+    ycbcr = rgb_to_ycbcr(x[..., :3])
+    return ycbcr[..., :1], tf.concat([ycbcr[..., 1:], x[..., 3:]], axis=-1)
+
+
+def run_window(cfg) -> tuple[int, int, int] | None:
+    """``(frames, frame_stride, target index)`` of a ``data=sequence`` run's config
+    (``data.frames``, ``data.frame_stride``, ``data.target_frame``); None for a run of single
+    images (no ``data.frames``).
+
+    Raises:
+        ValueError: for a ``data.target_frame`` outside the window.
+    """
+    if "frames" not in cfg.data:
+        return None
+    from sr.data.sequence import target_index
+
+    frames = int(cfg.data.frames)
+    target = cfg.data.get("target_frame", "last")
+    if isinstance(target, str) and target.lstrip("-").isdigit():
+        target = int(target)
+    return frames, int(cfg.data.get("frame_stride", 1)), target_index(frames, target)
+
+
+class SequenceUpscaler(Upscaler):
+    """Upscale a frame of a sequence from its window of k frames by a multi-frame Y model.
+
+    Args:
+        model: Keras model (or callable ``model(x, training=False)``) from float32
+            ``[B, k, h, w, 1]`` in [0, 1] (``[B, h, w, 1]`` when k = 1) to ``[B, s h, s w, 1]``,
+            the SR of the window's target frame.
+        scale: s, the model's factor.
+        frames: k >= 1.
+        overlap: tile overlap in input pixels; None for :func:`default_overlap`.
+
+    Raises:
+        ValueError: for an overlap below the bicubic radius (2), or ``frames`` < 1.
+    """
+
+    def __init__(self, model, scale: int, frames: int, overlap: int | None = None):
+        super().__init__(model, scale, overlap)
+        if int(frames) < 1:
+            raise ValueError(f"frames must be >= 1, got {frames}")
+        self.frames = int(frames)
+        self._window_functions: dict[int, tf.types.experimental.GenericFunction] = {}
+
+    @staticmethod
+    def luma(image: np.ndarray) -> np.ndarray:
+        """float32 ``[h, w]`` Y on [0, 255] of uint8 ``[h, w, C]``, as :meth:`window_graph`'s
+        target frame gets it (``split_y``)."""
+        return split_y(np.asarray(image)[np.newaxis])[0][0, :, :, 0].numpy()
+
+    def window_graph(self, y: tf.Tensor, image: tf.Tensor) -> tf.Tensor:
+        """The upscaling graph of one window.
+
+        Args:
+            y: float32 ``[B, k, h, w, 1]``, Y of the window's frames on [0, 255] (:meth:`luma`).
+            image: uint8 ``[B, h, w, C]``, the target frame (C = 1, 2, 3 or 4).
+
+        Returns:
+            uint8 ``[B, s h, s w, C]``: Y by the model from the k frames, Cb, Cr and alpha of
+            the target frame by bicubic, back to RGB, rounded and clipped as :meth:`graph`.
+        """
+        x = y / 255.0
+        if self.frames == 1:
+            x = x[:, 0]
+        _, others = split_y(image)
+        return self._assemble(self.model(x, training=False), others, image.shape[-1])
+
+    def window_function(self, channels: int):
+        """:meth:`window_graph` as a ``tf.function`` (one trace per channel count)."""
+        if channels not in MODES:
+            raise ValueError(f"images must have 1, 2, 3 or 4 channels, got {channels}")
+        if channels not in self._window_functions:
+            specs = [
+                tf.TensorSpec([1, self.frames, None, None, 1], tf.float32, name="y"),
+                tf.TensorSpec([1, None, None, channels], tf.uint8, name="lr"),
+            ]
+            fn = tf.function(self.window_graph, input_signature=specs)
+            self._window_functions[channels] = fn
+        return self._window_functions[channels]
+
+    def window(self, lumas, image: np.ndarray, tile: int = 0) -> np.ndarray:
+        """Upscale the target frame of a window, in overlapping tiles (the same grid in every
+        frame) when it is larger than ``tile``.
+
+        Args:
+            lumas: k float32 ``[h, w]`` (:meth:`luma` of the window's frames, in window order;
+                the target frame's among them).
+            image: uint8 ``[h, w, C]``, the target frame.
+            tile: tile side in input pixels; 0 for no tiling.
+
+        Returns:
+            uint8 ``[s h, s w, C]``.
+
+        Raises:
+            ValueError: for a wrong number of frames, frames of another size than the target,
+                a target that is not ``[h, w, 1|2|3|4]`` uint8 or smaller than 3x3, or a
+                negative tile.
+        """
+        image = np.asarray(image)
+        if image.ndim != 3 or image.dtype != np.uint8 or image.shape[-1] not in MODES:
+            raise ValueError(
+                f"expected a uint8 image [h, w, 1|2|3|4], got {image.dtype} {image.shape}"
+            )
+        h, w, channels = image.shape
+        if len(lumas) != self.frames:
+            raise ValueError(f"expected a window of {self.frames} frames, got {len(lumas)}")
+        for y in lumas:
+            if y.shape != (h, w):
+                raise ValueError(
+                    f"the frames of a window differ in size: {y.shape[1]}x{y.shape[0]} and the "
+                    f"target's {w}x{h}"
+                )
+        if min(h, w) < MIN_LR_SIZE:
+            raise ValueError(
+                f"image {w}x{h} is too small: upscaling needs at least "
+                f"{MIN_LR_SIZE}x{MIN_LR_SIZE} pixels"
+            )
+        if tile < 0:
+            raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
+        fn = self.window_function(channels)
+        y = np.stack([np.asarray(v, np.float32) for v in lumas])[np.newaxis, ..., np.newaxis]
+        return self._tiled(
+            lambda sy, sx: fn(y[:, :, sy, sx], image[np.newaxis, sy, sx])[0].numpy(), h, w, tile
+        )
 
 
 def serving_module(model, scale: int) -> tf.Module:

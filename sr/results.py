@@ -21,6 +21,17 @@ ssim_bicubic``; one row per image, then a ``MEAN`` row per folder (metrics with 
 
 TensorBoard (:func:`write_tensorboard`): scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``,
 ``eval/<folder>/psnr_bicubic``, ``eval/<folder>/ssim_bicubic`` at the checkpoint's step.
+
+Folders of sequences (:func:`evaluate` with ``sequences=(k, stride, target)``: a run of
+``data=sequence``, or ``--sequences``): each folder holds one subfolder per sequence and every
+frame is scored by :func:`sr.evaluation.evaluate_sequences`. The folder's entry gains
+``"per_sequence": {"<sequence>": {"n", "psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}}`` and
+``"frames"``, ``"frame_stride"``, ``"target"`` (the window: k, stride, target index); its
+``per_image`` is keyed ``"<sequence>/<frame file>"``, ``n`` counts frames, and its means are the
+mean over sequences of each sequence's mean over its frames (the Vid4 convention). The CSV has a
+row per frame (``file`` = ``<sequence>/<frame file>``), a ``<sequence>/MEAN`` row after each
+sequence, then the folder's ``MEAN`` row; the markdown table has the folder's rows, then a model
+row and a bicubic row per sequence (folder column ``<folder>/<sequence>``).
 """
 
 from __future__ import annotations
@@ -34,8 +45,8 @@ from pathlib import Path
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.data.images import list_images
-from sr.evaluation import evaluate_images
+from sr.data.images import ImageFolderError, list_images
+from sr.evaluation import evaluate_images, evaluate_sequences
 
 BICUBIC = "bicubic"
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
@@ -74,6 +85,7 @@ def evaluate(
     step: int,
     checkpoint: str | None,
     progress: bool = True,
+    sequences: tuple[int, int, int] | None = None,
 ) -> dict:
     """Score ``model`` (None: bicubic only) on each folder, in the ``results.json`` schema.
 
@@ -86,23 +98,34 @@ def evaluate(
         step: training step of the checkpoint (0 for bicubic).
         checkpoint: checkpoint path, or None.
         progress: show a tqdm bar per folder on stderr.
+        sequences: None for folders of images; ``(k, stride, target index)`` for folders of
+            sequences (one subfolder of frames per sequence), scored by
+            :func:`sr.evaluation.evaluate_sequences` with that window (``(1, 1, 0)``: each frame
+            alone, for bicubic or a single-image model).
 
     Returns:
         ``{folder name: {"psnr", "ssim", "n", "per_image", "psnr_bicubic", "ssim_bicubic",
-        "scale", "model", "checkpoint", "step"}}`` as in the module docstring (PSNR in dB).
+        "scale", "model", "checkpoint", "step"}}`` as in the module docstring (PSNR in dB), plus
+        ``"per_sequence"``, ``"frames"``, ``"frame_stride"`` and ``"target"`` for sequences.
 
     Raises:
-        ImageFolderError: for a missing or empty folder, or an image that cannot be decoded.
+        ImageFolderError: for a missing or empty folder, an image that cannot be decoded, a
+            folder of sequences without sequence subfolders, or frames of different sizes in a
+            sequence.
         ValueError: for an image too small for the scale, or two folders of one name.
     """
     results = {}
     for name, folder in folder_names(folders).items():
-        files = list_images(folder)
-        bar = tqdm(files, desc=f"{name} x{scale}", unit="img", disable=not progress, leave=False)
-        res = evaluate_images(model, bar, scale)
+        if sequences is None:
+            files = list_images(folder)
+            desc = f"{name} x{scale}"
+            bar = tqdm(files, desc=desc, unit="img", disable=not progress, leave=False)
+            res = evaluate_images(model, bar, scale)
+        else:
+            res = _evaluate_sequence_folder(model, folder, name, scale, sequences, progress)
         per_image = res["per_image"]
         if model is None:  # the method is bicubic: its figures are the "psnr"/"ssim"
-            for row in per_image.values():
+            for row in [*per_image.values(), *res.get("per_sequence", {}).values()]:
                 row["psnr"], row["ssim"] = row["psnr_bicubic"], row["ssim_bicubic"]
             res["psnr"], res["ssim"] = res["psnr_bicubic"], res["ssim_bicubic"]
         results[name] = {
@@ -117,7 +140,38 @@ def evaluate(
             "checkpoint": checkpoint,
             "step": int(step),
         }
+        if sequences is not None:
+            results[name]["per_sequence"] = {
+                q: {"n": row["n"], **{k: row[k] for k in METRICS}}
+                for q, row in res["per_sequence"].items()
+            }
+            frames, stride, target = sequences
+            results[name].update(frames=int(frames), frame_stride=int(stride), target=int(target))
     return results
+
+
+def _evaluate_sequence_folder(model, folder: Path, name: str, scale: int, window, progress):
+    """:func:`sr.evaluation.evaluate_sequences` on the sequences of ``folder``."""
+    from sr.data.sequence import list_sequences
+
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ImageFolderError(
+            f"sequence folder {folder} {what}: give a folder with one subfolder of frames per "
+            "sequence (clip_001/frame_0001.png, ...)"
+        )
+    seqs = list_sequences(folder, key="folder")
+    frames, stride, target = window
+    total = sum(len(q.files) for q in seqs)
+    bar = tqdm(
+        total=total, desc=f"{name} x{scale}", unit="frame", disable=not progress, leave=False
+    )
+    try:
+        return evaluate_sequences(
+            model, seqs, scale, frames, stride, target, folder=folder, progress=bar.update
+        )
+    finally:
+        bar.close()
 
 
 def markdown_table(results: dict) -> str:
@@ -128,12 +182,18 @@ def markdown_table(results: dict) -> str:
         "| --- | --- | ---: | ---: | ---: |",
     ]
     for name, r in results.items():
-        if r["model"] != BICUBIC:
-            method = f"{r['model']} (step {r['step']})"
-            lines.append(f"| {name} | {method} | {r['n']} | {r['psnr']:.2f} | {r['ssim']:.4f} |")
-        lines.append(
-            f"| {name} | bicubic | {r['n']} | {r['psnr_bicubic']:.2f} | {r['ssim_bicubic']:.4f} |"
-        )
+        rows = [(name, r)]
+        rows += [(f"{name}/{q}", {**r, **row}) for q, row in r.get("per_sequence", {}).items()]
+        for label, x in rows:
+            if x["model"] != BICUBIC:
+                method = f"{x['model']} (step {x['step']})"
+                lines.append(
+                    f"| {label} | {method} | {x['n']} | {x['psnr']:.2f} | {x['ssim']:.4f} |"
+                )
+            lines.append(
+                f"| {label} | bicubic | {x['n']} | {x['psnr_bicubic']:.2f} | "
+                f"{x['ssim_bicubic']:.4f} |"
+            )
     return "\n".join(lines)
 
 
@@ -153,10 +213,22 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
         writer.writerow(["folder", "file", "model", "scale", "step", *METRICS])
         for name, r in results.items():
             head = [r["model"], r["scale"], r["step"]]
+            sequences = r.get("per_sequence")
+            previous = None
             for file, row in r["per_image"].items():
+                sequence = file.rsplit("/", 1)[0] if sequences is not None else None
+                if previous is not None and sequence != previous:
+                    _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous])
+                previous = sequence
                 writer.writerow([name, file, *head, *(f"{row[k]:.6f}" for k in METRICS)])
-            writer.writerow([name, "MEAN", *head, *(f"{r[k]:.6f}" for k in METRICS)])
+            if previous is not None:
+                _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous])
+            _mean_row(writer, name, "MEAN", head, r)
     return json_path, csv_path
+
+
+def _mean_row(writer, folder: str, file: str, head: list, r: dict) -> None:
+    writer.writerow([folder, file, *head, *(f"{r[k]:.6f}" for k in METRICS)])
 
 
 def write_tensorboard(results: dict, tb_dir: str | os.PathLike, step: int) -> None:
