@@ -151,6 +151,17 @@ def receptive_radius(model) -> float | None:
     return None if reach is None else reach[0]
 
 
+def _check_size(h: int, w: int, tile: int) -> None:
+    """Raise ValueError for an LR image below ``MIN_LR_SIZE`` on a side, or a negative tile."""
+    if min(h, w) < MIN_LR_SIZE:
+        raise ValueError(
+            f"image {w}x{h} is too small: upscaling needs at least "
+            f"{MIN_LR_SIZE}x{MIN_LR_SIZE} pixels"
+        )
+    if tile < 0:
+        raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
+
+
 def default_overlap(model) -> int:
     """Tile overlap (input pixels) that makes tiled upscaling equal to untiled: the receptive
     radius of :func:`receptive_radius`, rounded up, plus the bicubic radius 2; 32 when the model's
@@ -243,13 +254,7 @@ class Upscaler:
                 f"expected a uint8 image [h, w, 1|2|3|4], got {image.dtype} {image.shape}"
             )
         h, w, channels = image.shape
-        if min(h, w) < MIN_LR_SIZE:
-            raise ValueError(
-                f"image {w}x{h} is too small: upscaling needs at least "
-                f"{MIN_LR_SIZE}x{MIN_LR_SIZE} pixels"
-            )
-        if tile < 0:
-            raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
+        _check_size(h, w, tile)
         fn = self.function(channels)
         return self._tiled(lambda sy, sx: fn(image[np.newaxis, sy, sx])[0].numpy(), h, w, tile)
 
@@ -395,13 +400,7 @@ class SequenceUpscaler(Upscaler):
                     f"the frames of a window differ in size: {y.shape[1]}x{y.shape[0]} and the "
                     f"target's {w}x{h}"
                 )
-        if min(h, w) < MIN_LR_SIZE:
-            raise ValueError(
-                f"image {w}x{h} is too small: upscaling needs at least "
-                f"{MIN_LR_SIZE}x{MIN_LR_SIZE} pixels"
-            )
-        if tile < 0:
-            raise ValueError(f"tile must be a positive number of pixels or 0 (off), got {tile}")
+        _check_size(h, w, tile)
         fn = self.window_function(channels)
         y = np.stack([np.asarray(v, np.float32) for v in lumas])[np.newaxis, ..., np.newaxis]
         return self._tiled(

@@ -672,9 +672,6 @@ class SequenceSource(PatchSource):
     def to_pairs(self, batch, index=None, pipeline: int = 0):
         """``(lr, hr)`` of a window batch (``sr.data.pairs.make_window_pairs``), flips seeded as
         :meth:`PatchSource.to_pairs`'s."""
-        seed = None if index is None else tf.stack([self.stream_seed, tf.cast(index, tf.int64)])
-        if seed is not None and pipeline:
-            seed = tf.random.experimental.stateless_fold_in(seed, pipeline)
         return make_window_pairs(
             batch["hr"],
             self.scale,
@@ -682,7 +679,7 @@ class SequenceSource(PatchSource):
             self.target,
             flip=self.flip,
             rot90=self.rot90,
-            seed=seed,
+            seed=self.flip_seed(index, pipeline),
         )
 
     def evaluate(self, model, keep: int = 0) -> dict:

@@ -282,9 +282,6 @@ class PatchSource(abc.ABC):
             pipeline: the input pipeline's index (folded into the seed, so that workers flip
                 independently; pipeline 0 is a single-pipeline run's stream).
         """
-        seed = None if index is None else tf.stack([self.stream_seed, tf.cast(index, tf.int64)])
-        if seed is not None and pipeline:
-            seed = tf.random.experimental.stateless_fold_in(seed, pipeline)
         return make_pairs(
             batch["hr"],
             self.scale,
@@ -292,8 +289,17 @@ class PatchSource(abc.ABC):
             lr=batch.get("lr"),
             flip=self.flip,
             rot90=self.rot90,
-            seed=seed,
+            seed=self.flip_seed(index, pipeline),
         )
+
+    def flip_seed(self, index: tf.Tensor | None, pipeline: int = 0) -> tf.Tensor | None:
+        """The stateless seed of a batch's flips: int64 ``[2]`` ``(stream_seed, index)``, with
+        the pipeline's index folded in when it is not 0; None (stateful flips) without ``index``.
+        """
+        if index is None:
+            return None
+        seed = tf.stack([tf.constant(self.stream_seed, tf.int64), tf.cast(index, tf.int64)])
+        return tf.random.experimental.stateless_fold_in(seed, pipeline) if pipeline else seed
 
     def share(self, pipeline: tuple[int, int]) -> str:
         """What input pipeline ``(index, count)`` reads, for the log: ``images 1, 3, 5 of 6``."""

@@ -30,10 +30,17 @@ def build_espcn(
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, r h, r w, C]``.
     """
-    f1, f2 = features
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    x = keras.layers.Conv2D(f1, 5, padding="same", activation=activation)(lr)
+    out = espcn_body(lr, scale, channels, features, activation)
+    return keras.Model(lr, out, name=f"espcn_x{scale}")
+
+
+def espcn_body(x, scale: int, channels: int, features: tuple[int, int], activation: str):
+    """ESPCN's layers on a Keras tensor ``[B, h, w, any]``: 5x5 conv (``features[0]``), 3x3 conv
+    (``features[1]``), 3x3 conv to ``r^2 channels``, pixel shuffle; float32 ``[B, r h, r w,
+    channels]``."""
+    f1, f2 = features
+    x = keras.layers.Conv2D(f1, 5, padding="same", activation=activation)(x)
     x = keras.layers.Conv2D(f2, 3, padding="same", activation=activation)(x)
     x = keras.layers.Conv2D(channels * scale**2, 3, padding="same")(x)
-    x = PixelShuffle(scale)(x)
-    return keras.Model(lr, float32_output(x), name=f"espcn_x{scale}")
+    return float32_output(PixelShuffle(scale)(x))

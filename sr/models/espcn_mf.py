@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, float32_output
+from sr.models.espcn import espcn_body
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -60,15 +60,11 @@ def build_espcn_mf(
     """
     if frames < 1:
         raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")
-    f1, f2 = features
     if frames == 1:
         lr = keras.Input(shape=(None, None, channels), name="lr")
         x = lr
     else:
         lr = keras.Input(shape=(frames, None, None, channels), name="lr")
         x = StackFrames(name="early_fusion")(lr)
-    x = keras.layers.Conv2D(f1, 5, padding="same", activation=activation)(x)
-    x = keras.layers.Conv2D(f2, 3, padding="same", activation=activation)(x)
-    x = keras.layers.Conv2D(channels * scale**2, 3, padding="same")(x)
-    x = PixelShuffle(scale)(x)
-    return keras.Model(lr, float32_output(x), name=f"espcn_mf{frames}_x{scale}")
+    out = espcn_body(x, scale, channels, features, activation)
+    return keras.Model(lr, out, name=f"espcn_mf{frames}_x{scale}")
