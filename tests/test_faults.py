@@ -183,13 +183,14 @@ def test_bad_validation_image_refused_before_any_model(
 def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
     folders, tmp_path, compose, monkeypatch
 ):
-    import sr.train.loop as loop
+    import sr.evaluation
     from sr.train.app import run
 
     def broken(model, files, scale, keep=0):
         raise ImageFolderError(f"cannot decode image {files[0]}: broken data stream")
 
-    monkeypatch.setattr(loop, "evaluate_images", broken)
+    # the trainer validates through its source (PatchSource.evaluate -> evaluate_images)
+    monkeypatch.setattr(sr.evaluation, "evaluate_images", broken)
     run_dir = tmp_path / "run"
     # val_every=3 is not a checkpoint step: the failure itself saves step 3
     cfg = compose(*overrides(folders, "train.steps=8", "train.val_every=3", "train.ckpt_every=2"))
