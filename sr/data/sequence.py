@@ -601,6 +601,7 @@ class SequenceSource(PatchSource):
         self.sequences  # noqa: B018
         self.val_sequences  # noqa: B018
         s = self.sequences
+        self.pool_windows(len(s.window_seq))  # pool_memory_mb too small: an error now, not later
         log.info(
             "sequence: %d sequences (%d frames), %d windows of %d frames at stride %d, target %s",
             len(s.names),
