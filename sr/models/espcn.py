@@ -35,12 +35,21 @@ def build_espcn(
     return keras.Model(lr, out, name=f"espcn_x{scale}")
 
 
-def espcn_body(x, scale: int, channels: int, features: tuple[int, int], activation: str):
-    """ESPCN's layers on a Keras tensor ``[B, h, w, any]``: 5x5 conv (``features[0]``), 3x3 conv
-    (``features[1]``), 3x3 conv to ``r^2 channels``, pixel shuffle; float32 ``[B, r h, r w,
-    channels]``."""
+def espcn_body(
+    x,
+    scale: int,
+    channels: int,
+    features: tuple[int, int],
+    activation: str,
+    first_init="glorot_uniform",
+):
+    """ESPCN's layers on a Keras tensor ``[B, h, w, any]``: 5x5 conv (``features[0]``, kernel
+    initialised by ``first_init``), 3x3 conv (``features[1]``), 3x3 conv to ``r^2 channels``,
+    pixel shuffle; float32 ``[B, r h, r w, channels]``."""
     f1, f2 = features
-    x = keras.layers.Conv2D(f1, 5, padding="same", activation=activation)(x)
+    x = keras.layers.Conv2D(
+        f1, 5, padding="same", activation=activation, kernel_initializer=first_init
+    )(x)
     x = keras.layers.Conv2D(f2, 3, padding="same", activation=activation)(x)
     x = keras.layers.Conv2D(channels * scale**2, 3, padding="same")(x)
     return float32_output(PixelShuffle(scale)(x))

@@ -11,6 +11,14 @@ the centre), which suits bursts and slow camera motion; large motion needs align
 
 With ``frames=1`` the model is ESPCN itself (input ``[B, h, w, C]``), so that a single-frame run
 (``data.frames=1``) trains the same network on the same data for comparison.
+
+Initialisation (``fusion_init``): ``target`` (default) starts the fusion convolution as ESPCN's on
+the target frame alone: the target frame's slice of its kernel is Glorot-uniform with ESPCN's
+fan-in (5 x 5 x C) and the other frames' slices are zero, the "centre" inflation of a 2D kernel to
+several frames (J. Carreira, A. Zisserman, "Quo Vadis, Action Recognition?", CVPR 2017, section
+2.4, with the weight on one frame instead of spread over all). The network therefore starts as the
+single-frame model and training moves the neighbours' weights only as far as they lower the loss;
+``glorot`` initialises all k frames at random as one 5 x 5 x k C kernel (VESPCN's setting).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from __future__ import annotations
 import keras
 
 from sr.models.espcn import espcn_body
+
+FUSION_INITS = ("target", "glorot")
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -34,12 +44,41 @@ class StackFrames(keras.layers.Layer):
         return (b, h, w, None if k is None or c is None else k * c)
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class TargetFrameInit(keras.initializers.Initializer):
+    """Kernel ``[kh, kw, k C, F]`` of a fusion convolution: Glorot-uniform with the fan-in of one
+    frame (``kh kw C``) on the target frame's channels, zero on the other frames'.
+
+    It draws exactly what ``GlorotUniform`` draws for the single-frame kernel ``[kh, kw, C, F]``,
+    so with the same seed a k-frame model starts as the single-frame model does (same weights in
+    every layer, the same output for the same target frame).
+    """
+
+    def __init__(self, frames: int, target: int):
+        self.frames, self.target = int(frames), int(target)
+
+    def __call__(self, shape, dtype=None):
+        kh, kw, kc, filters = shape
+        c = kc // self.frames
+        single = keras.initializers.GlorotUniform()((kh, kw, c, filters), dtype=dtype)
+        parts = [
+            single if j == self.target else keras.ops.zeros((kh, kw, c, filters), dtype=dtype)
+            for j in range(self.frames)
+        ]
+        return keras.ops.concatenate(parts, axis=2)
+
+    def get_config(self):
+        return {"frames": self.frames, "target": self.target}
+
+
 def build_espcn_mf(
     scale: int = 4,
     frames: int = 3,
     channels: int = 1,
     features: tuple[int, int] = (64, 32),
     activation: str = "tanh",
+    target_frame: int | str = "last",
+    fusion_init: str = "target",
 ) -> keras.Model:
     """Build the early-fusion multi-frame ESPCN.
 
@@ -49,6 +88,9 @@ def build_espcn_mf(
         channels: image channels C per frame (1 for the Y channel).
         features: filters of the first two convolutions (paper: 64, 32).
         activation: between convolutions (paper: tanh).
+        target_frame: the frame the output is the SR of, as ``data.target_frame``: ``last``,
+            ``center`` or an index 0..k-1 (used by ``fusion_init=target``).
+        fusion_init: ``target`` or ``glorot``, how the fusion convolution starts (module doc).
 
     Returns:
         Keras model, input float ``[B, k, h, w, C]`` in [0, 1] (``[B, h, w, C]`` when
@@ -56,15 +98,24 @@ def build_espcn_mf(
         (which frame is the data's choice, ``data.target_frame``).
 
     Raises:
-        ValueError: if ``frames`` < 1.
+        ValueError: if ``frames`` < 1, ``target_frame`` is not a frame of the window or
+            ``fusion_init`` is not one of :data:`FUSION_INITS`.
     """
+    from sr.data.sequence import target_index
+
     if frames < 1:
         raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")
+    if fusion_init not in FUSION_INITS:
+        raise ValueError(f"model.fusion_init={fusion_init!r}: use one of {', '.join(FUSION_INITS)}")
+    target = target_index(frames, target_frame)
     if frames == 1:
         lr = keras.Input(shape=(None, None, channels), name="lr")
         x = lr
     else:
         lr = keras.Input(shape=(frames, None, None, channels), name="lr")
         x = StackFrames(name="early_fusion")(lr)
-    out = espcn_body(x, scale, channels, features, activation)
+    init = "glorot_uniform"
+    if frames > 1 and fusion_init == "target":
+        init = TargetFrameInit(frames, target)
+    out = espcn_body(x, scale, channels, features, activation, first_init=init)
     return keras.Model(lr, out, name=f"espcn_mf{frames}_x{scale}")
