@@ -1,7 +1,7 @@
 """Evaluate a trained run, or the bicubic baseline, with the SR literature's protocol.
 
     python scripts/evaluate.py <run dir> <folder> [<folder> ...] [--checkpoint ckpt-N] [--out DIR]
-        [--sequences]
+        [--sequences] [--weights auto|ema|live]
     python scripts/evaluate.py bicubic <folder> [<folder> ...] --scale 4 [--out DIR] [--sequences]
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
@@ -11,6 +11,11 @@ run's directory (or ``--out``; for bicubic by default ``outputs/bicubic_x<s>``),
 scalars ``eval/<folder>/<metric>`` at the checkpoint's step into ``<run>/tb`` (``<out>/tb`` for
 bicubic), and prints a markdown table (a model row and a bicubic row per folder). The schemas are
 documented in ``sr/results.py``, which does the work.
+
+Weights. A run trained with ``train.ema`` has averaged weights beside the trained ones in every
+checkpoint; ``--weights auto`` (default) scores the averaged ones (method ``<model>+ema``),
+``--weights live`` the trained ones, ``--weights ema`` requires the averages. Each evaluation
+rewrites ``results.json``: give ``--out`` to keep both.
 
 Sequences. For a run of ``data=sequence`` (its config has ``data.frames``) each folder is a folder
 of sequences (one subfolder of frames per sequence, frames in natural name order) and every frame
@@ -40,7 +45,13 @@ from sr.results import (  # noqa: E402
     write_results,
     write_tensorboard,
 )
-from sr.train.checkpoint import RunDirError, find_checkpoint, load_model_from_run  # noqa: E402
+from sr.train.checkpoint import (  # noqa: E402
+    RunDirError,
+    add_weights_argument,
+    find_checkpoint,
+    load_model_from_run,
+    model_label,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -52,6 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("folders", nargs="+", help="folders of HR images (PNG/JPEG)")
     parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
     parser.add_argument("--scale", type=int, help="scale for bicubic (a run uses its own)")
+    add_weights_argument(parser)  # averaged weights are labelled <model>+ema
     parser.add_argument(
         "--out", help="output folder (default: the run directory; bicubic: outputs/bicubic_x<s>)"
     )
@@ -69,8 +81,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.run == BICUBIC:
-            if args.checkpoint:
-                raise ValueError("--checkpoint applies to a run directory, not to bicubic")
+            if args.checkpoint or args.weights != "auto":
+                raise ValueError(
+                    "--checkpoint and --weights apply to a run directory, not to bicubic"
+                )
             if not args.scale:
                 raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
             model, scale, step, checkpoint, label = None, args.scale, 0, None, BICUBIC
@@ -79,9 +93,9 @@ def main(argv=None) -> int:
             tb_dir = out / "tb"
         else:
             run = Path(args.run)
-            model, cfg, step = load_model_from_run(run, args.checkpoint)
+            model, cfg, step = load_model_from_run(run, args.checkpoint, args.weights)
             checkpoint = find_checkpoint(run, args.checkpoint)
-            scale, label = int(cfg.data.scale), model.name
+            scale, label = int(cfg.data.scale), model_label(model)
             if args.scale and args.scale != scale:
                 raise ValueError(
                     f"run {run} was trained at x{scale}; --scale {args.scale} applies to bicubic "

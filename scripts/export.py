@@ -1,11 +1,15 @@
 """Export a trained run as a TensorFlow SavedModel for serving.
 
     python scripts/export.py <run dir> <output folder> [--checkpoint ckpt-N]
+        [--weights auto|ema|live]
 
 The SavedModel's ``serving_default`` signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3)
 and returns ``sr``: uint8 RGB ``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.601) through the
 model, Cb and Cr by the project's bicubic, back to RGB, rounded. It is the graph of
 ``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
+The weights are the run's averaged ones when it was trained with ``train.ema`` (``--weights live``
+for the trained ones); ``weights.txt`` in the folder says which (``<model>+ema`` for averaged),
+from which step and run.
 
 A multi-frame run (``data=sequence`` with ``data.frames`` > 1) is refused: its model reads a
 window of k frames of a sequence, which this one-image signature cannot give; upscale sequences
@@ -33,18 +37,24 @@ import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of save
 from sr.inference import serving_module  # noqa: E402
 from sr.train.checkpoint import (  # noqa: E402
     RunDirError,
+    add_weights_argument,
     load_model_from_run,
     load_run_config,
+    model_label,
 )
 
 
-def export(run_dir, out_dir, checkpoint: str | None = None) -> tuple[Path, int, int]:
+def export(
+    run_dir, out_dir, checkpoint: str | None = None, weights: str = "auto"
+) -> tuple[Path, int, int]:
     """Write the SavedModel of a run's checkpoint.
 
     Args:
         run_dir: run directory of ``train.py``.
         out_dir: SavedModel folder to write (must not exist, or be empty).
         checkpoint: ``ckpt-N``; None for the latest.
+        weights: ``auto``, ``ema`` or ``live`` (``sr.train.checkpoint.load_model_from_run``):
+            by default the averaged weights of a run trained with ``train.ema``.
 
     Returns:
         ``(out_dir, scale, step)``.
@@ -65,10 +75,11 @@ def export(run_dir, out_dir, checkpoint: str | None = None) -> tuple[Path, int, 
         )
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"output {out_dir} already exists and is not empty: pick a new folder")
-    model, cfg, step = load_model_from_run(run_dir, checkpoint)
+    model, cfg, step = load_model_from_run(run_dir, checkpoint, weights)
     scale = int(cfg.data.scale)
     module = serving_module(model, scale)
     tf.saved_model.save(module, str(out_dir), signatures={"serving_default": module.serve})
+    (out_dir / "weights.txt").write_text(f"{model_label(model)} step {step} of {run_dir}\n")
     return out_dir, scale, step
 
 
@@ -80,19 +91,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
     parser.add_argument("out", help="SavedModel folder to create")
     parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    add_weights_argument(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        out, scale, step = export(args.run, args.out, args.checkpoint)
+        out, scale, step = export(args.run, args.out, args.checkpoint, args.weights)
     except (RunDirError, ValueError) as e:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 2
+    label = (out / "weights.txt").read_text().split()[0]
     print(
-        f"exported {args.run} (step {step}, x{scale}) to {out}: serving_default(lr: uint8 "
-        f"[1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
+        f"exported {args.run} (step {step}, x{scale}, {label} weights) to {out}: "
+        f"serving_default(lr: uint8 [1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
     )
     return 0
 

@@ -1,7 +1,7 @@
 """Upscale your own images with a trained run.
 
     python scripts/upscale.py <run dir> <input image or folder> <output path or folder>
-        [--checkpoint ckpt-N] [--tile 256] [--overlap N]
+        [--checkpoint ckpt-N] [--weights auto|ema|live] [--tile 256] [--overlap N]
 
 Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic; the output has
 exactly ``scale`` times the input's width and height (17x23 gives 68x92 at x4). Gray, gray + alpha,
@@ -50,7 +50,13 @@ from sr.inference import (  # noqa: E402
     run_window,
     write_image,
 )
-from sr.train.checkpoint import RunDirError, load_model_from_run, load_run_config  # noqa: E402
+from sr.train.checkpoint import (  # noqa: E402
+    RunDirError,
+    add_weights_argument,
+    load_model_from_run,
+    load_run_config,
+    model_label,
+)
 
 DEFAULT_TILE = 256
 
@@ -218,6 +224,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("output", help="output image path, or folder (created)")
     parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    add_weights_argument(parser)
     parser.add_argument(
         "--tile",
         type=int,
@@ -243,12 +250,12 @@ def main(argv=None) -> int:
         window = run_window(load_run_config(args.run))
         if window is not None and (window[0] > 1 or source.is_dir()):
             jobs = plan_sequences(source, target)
-            model, cfg, step = load_model_from_run(args.run, args.checkpoint)
+            model, cfg, step = load_model_from_run(args.run, args.checkpoint, args.weights)
             frames, stride, index = window
             upscaler = SequenceUpscaler(model, int(cfg.data.scale), frames, overlap=args.overlap)
         else:
             pairs = plan(source, target, into_folder)
-            model, cfg, step = load_model_from_run(args.run, args.checkpoint)
+            model, cfg, step = load_model_from_run(args.run, args.checkpoint, args.weights)
             upscaler = Upscaler(model, int(cfg.data.scale), overlap=args.overlap)
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"upscale.py: error: {e}", file=sys.stderr)
@@ -260,8 +267,8 @@ def main(argv=None) -> int:
         total = sum(len(files) for _, files, _ in jobs)
         print(
             f"upscaled {total - len(failures)} of {total} frame(s) of {len(jobs)} sequence(s) "
-            f"x{upscaler.scale} with {model.name} (step {step}; window of {frames} frame(s) at "
-            f"stride {stride}, target index {index}) into {args.output}"
+            f"x{upscaler.scale} with {model_label(model)} (step {step}; window of {frames} "
+            f"frame(s) at stride {stride}, target index {index}) into {args.output}"
         )
         if failures:
             print(
@@ -274,7 +281,7 @@ def main(argv=None) -> int:
     failures = upscale_files(upscaler, pairs, args.tile, progress=not args.no_progress)
     done = len(pairs) - len(failures)
     print(
-        f"upscaled {done} of {len(pairs)} image(s) x{upscaler.scale} with {model.name} "
+        f"upscaled {done} of {len(pairs)} image(s) x{upscaler.scale} with {model_label(model)} "
         f"(step {step}) into {args.output}"
     )
     if failures:

@@ -61,6 +61,9 @@ class TrainConfig:
     # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
     # run stops when it ends (saved, validated)
     max_minutes: float | None = None
+    # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
+    # beside them; evaluate/upscale/export use it when present (--weights live for the others)
+    ema: float | None = None
     on_nonfinite: str = "stop"  # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
     strategy: str = "auto"  # auto, mirrored, multi_worker (TF_CONFIG) or one_device
@@ -84,7 +87,8 @@ def validate_train(cfg: DictConfig) -> None:
     Structured configs check types only (``train.steps=abc``); this checks ranges and choices.
     Every interval (``steps``, ``log_every``, ``val_every``, ``ckpt_every``, ``max_to_keep``,
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
-    a finite number > 0; ``beta_1`` and ``beta_2`` in [0, 1); ``max_minutes`` null or > 0.
+    a finite number > 0; ``beta_1`` and ``beta_2`` in [0, 1); ``max_minutes`` null or > 0; ``ema``
+    null or in (0, 1).
 
     Args:
         cfg: the composed config (its ``train`` group).
@@ -122,6 +126,14 @@ def validate_train(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key} must be a number in [0, 1), got {value!r}")
     if t.max_minutes is not None:
         number("max_minutes", 0, integer=False, above=True)
+    ema = t.get("ema")
+    if ema is not None and not (
+        isinstance(ema, (int, float)) and not isinstance(ema, bool) and 0 < ema < 1
+    ):
+        raise ConfigError(
+            f"train.ema must be null (no weight averaging) or a decay in (0, 1) such as 0.999, "
+            f"got {ema!r}"
+        )
     number("logical_cpus", 0, integer=True)
     if t.profile_steps is not None:
         steps = list(t.profile_steps)

@@ -52,6 +52,8 @@ def read_scalars(tb_dir: Path) -> dict[str, list[tuple[int, float]]]:
     for path in sorted(Path(tb_dir).glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name != "scalars":
+                    continue  # images, hparams
                 number = float(tf.make_ndarray(value.tensor))
                 scalars.setdefault(value.tag, []).append((event.step, number))
     return scalars

@@ -5,9 +5,15 @@ Compensation" (VESPCN), CVPR 2017, section 3.1.
 Early fusion stacks the k LR frames of a window along the channel axis, so the first convolution
 sees all of them at once and collapses the temporal dimension; the rest is ESPCN (Shi et al.,
 CVPR 2016: 5x5 with 64 filters, 3x3 with 32, 3x3 with r^2 C, tanh between them, pixel shuffle).
-This is VESPCN's early-fusion network without its motion-compensation module: it is alignment-free
-and learns to use the neighbours' sub-pixel shifts within its receptive field (4 LR pixels from
-the centre), which suits bursts and slow camera motion; large motion needs alignment.
+
+Motion compensation (``align``): VESPCN warps each neighbour onto the target frame with a learned
+flow before fusing. ``global`` (default) does it with one translation per frame, estimated and
+applied without weights (:class:`sr.models.align.GlobalAlign`: phase correlation refined to 1/16
+pixel, Fourier shift), which fits camera motion (bursts, pans, handheld sequences), not objects
+moving on their own. ``none`` fuses the frames as they are, VESPCN's early fusion without motion
+compensation: the network must then learn every motion within its receptive field (4 LR
+pixels). On the demo sequences ``none`` trails the single frame and ``global`` gains on it
+(``docs/performance.md``, "Sequence mode").
 
 With ``frames=1`` the model is ESPCN itself (input ``[B, h, w, C]``), so that a single-frame run
 (``data.frames=1``) trains the same network on the same data for comparison.
@@ -25,9 +31,11 @@ from __future__ import annotations
 
 import keras
 
+from sr.models.align import GlobalAlign
 from sr.models.espcn import espcn_body
 
 FUSION_INITS = ("target", "glorot")
+ALIGNS = ("global", "none")
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -79,6 +87,7 @@ def build_espcn_mf(
     activation: str = "tanh",
     target_frame: int | str = "last",
     fusion_init: str = "target",
+    align: str = "global",
 ) -> keras.Model:
     """Build the early-fusion multi-frame ESPCN.
 
@@ -91,6 +100,9 @@ def build_espcn_mf(
         target_frame: the frame the output is the SR of, as ``data.target_frame``: ``last``,
             ``center`` or an index 0..k-1 (used by ``fusion_init=target``).
         fusion_init: ``target`` or ``glorot``, how the fusion convolution starts (module doc).
+        align: ``global``: register every frame to the target frame first
+            (:class:`sr.models.align.GlobalAlign`: one sub-pixel translation per frame, phase
+            correlation and a Fourier shift); ``none``: fuse the frames as they are.
 
     Returns:
         Keras model, input float ``[B, k, h, w, C]`` in [0, 1] (``[B, h, w, C]`` when
@@ -99,21 +111,26 @@ def build_espcn_mf(
 
     Raises:
         ValueError: if ``frames`` < 1, ``target_frame`` is not a frame of the window or
-            ``fusion_init`` is not one of :data:`FUSION_INITS`.
+            ``fusion_init`` is not one of :data:`FUSION_INITS` or ``align`` of :data:`ALIGNS`.
     """
     from sr.data.sequence import target_index
 
     if frames < 1:
         raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")
     if fusion_init not in FUSION_INITS:
-        raise ValueError(f"model.fusion_init={fusion_init!r}: use one of {', '.join(FUSION_INITS)}")
+        raise ValueError(
+            f"model.fusion_init={fusion_init!r}: use one of {', '.join(FUSION_INITS)}"
+        )
+    if align not in ALIGNS:
+        raise ValueError(f"model.align={align!r}: use one of {', '.join(ALIGNS)}")
     target = target_index(frames, target_frame)
     if frames == 1:
         lr = keras.Input(shape=(None, None, channels), name="lr")
         x = lr
     else:
         lr = keras.Input(shape=(frames, None, None, channels), name="lr")
-        x = StackFrames(name="early_fusion")(lr)
+        x = GlobalAlign(target, name="align")(lr) if align == "global" else lr
+        x = StackFrames(name="early_fusion")(x)
     init = "glorot_uniform"
     if frames > 1 and fusion_init == "target":
         init = TargetFrameInit(frames, target)

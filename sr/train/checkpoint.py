@@ -38,11 +38,17 @@ def make_checkpoint(
     step: tf.Variable | None = None,
     data: tf.train.Checkpoint | None = None,
     elapsed: tf.Variable | None = None,
+    ema: list | None = None,
 ):
     """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step``,
-    ``data`` (:func:`make_data_state`) and ``elapsed`` (float64 seconds of the time budget
-    used, ``train.max_minutes``); parts left out are neither saved nor restored."""
+    ``data`` (:func:`make_data_state`), ``elapsed`` (float64 seconds of the time budget
+    used, ``train.max_minutes``) and ``ema`` (with ``train.ema``: the moving averages of the
+    weights, one per variable of ``model.trainable_variables`` and in its order, so that
+    ``Checkpoint(ema=model.trainable_variables)`` restores them into a model); parts left out are
+    neither saved nor restored."""
     parts = {"model": model}
+    if ema is not None:
+        parts["ema"] = list(ema)
     if elapsed is not None:
         parts["elapsed"] = elapsed
     if optimizer is not None:
@@ -136,22 +142,33 @@ def build_model(cfg: DictConfig) -> keras.Model:
     return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale)
 
 
+WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of :func:`load_model_from_run`
+
+
 def load_model_from_run(
-    run_dir, checkpoint: str | None = None
+    run_dir, checkpoint: str | None = None, weights: str = "auto"
 ) -> tuple[keras.Model, DictConfig, int]:
     """Rebuild a run's model and restore its weights.
 
     Args:
         run_dir: output directory of a ``train.py`` run.
         checkpoint: ``ckpt-N`` (or a checkpoint prefix); None for the latest.
+        weights: ``ema``: the moving averages of the weights (a run with ``train.ema``);
+            ``live``: the trained weights themselves; ``auto``: the averages when the checkpoint
+            has them, else the trained weights. Which was loaded is logged and set as
+            ``model.sr_weights`` (``ema`` or ``live``).
 
     Returns:
         ``(model, cfg, step)``: the Keras model with restored weights, the run's config, and the
         training step the checkpoint was saved at.
 
     Raises:
-        RunDirError: if the run directory has no config or no checkpoint.
+        RunDirError: if the run directory has no config or no checkpoint, or ``weights=ema`` and
+            the checkpoint holds no averages (the run had no ``train.ema``).
+        ValueError: if ``weights`` is not one of :data:`WEIGHTS`.
     """
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     cfg = load_run_config(run_dir)
     model = build_model(cfg)
     step = tf.Variable(0, dtype=tf.int64)
@@ -159,5 +176,49 @@ def load_model_from_run(
     make_checkpoint(model, step=step).restore(
         path
     ).expect_partial().assert_existing_objects_matched()
-    log.info("restored %s (step %d)", path, int(step))
+    has_ema = has_averages(path)
+    if weights == "ema" and not has_ema:
+        raise RunDirError(
+            f"{path} holds no averaged weights: the run was trained without train.ema; use the "
+            "trained weights (--weights live or auto)"
+        )
+    chosen = "ema" if has_ema and weights != "live" else "live"
+    if chosen == "ema":
+        tf.train.Checkpoint(ema=list(model.trainable_variables)).restore(
+            path
+        ).expect_partial().assert_existing_objects_matched()
+    model.sr_weights = chosen
+    log.info(
+        "restored %s (step %d), %s weights",
+        path,
+        int(step),
+        "averaged (train.ema)" if chosen == "ema" else "trained",
+    )
     return model, cfg, int(step)
+
+
+def add_weights_argument(parser) -> None:
+    """Add ``--weights {auto,ema,live}``, for :func:`load_model_from_run`, to a script."""
+    parser.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default="auto",
+        help="ema: the run's averaged weights (train.ema); live: its trained weights; auto "
+        "(default): the averaged ones when the checkpoint has them",
+    )
+
+
+def model_label(model: keras.Model) -> str:
+    """A loaded model's name for results: ``<model.name>+ema`` for averaged weights
+    (:func:`load_model_from_run`), else ``model.name``."""
+    return f"{model.name}+ema" if getattr(model, "sr_weights", "live") == "ema" else model.name
+
+
+def has_averages(path: str) -> bool:
+    """Whether the checkpoint ``path`` holds moving averages of the weights (``train.ema``)."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(path)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return any(child.local_name == "ema" for child in graph.nodes[0].children)

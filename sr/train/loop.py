@@ -20,6 +20,8 @@ from sr.train import distribute
 from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager, read_data_state
 from sr.train.timing import StepTimer
 
+METRIC_KEYS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")  # of a validation
+
 log = logging.getLogger(__name__)
 
 # per-example losses ``[B]`` (mean over the pixels of each example); the step averages them over
@@ -122,12 +124,35 @@ def make_optimizer(
     cfg: DictConfig, mixed: bool, progress: tf.Variable | None = None
 ) -> keras.optimizers.Optimizer:
     """Adam on :func:`make_schedule`; with ``progress`` (a time budget is set) the schedule runs
-    over the budget (:class:`BudgetSchedule`)."""
+    over the budget (:class:`BudgetSchedule`). With ``train.ema`` Adam also keeps Keras's
+    exponential moving average of the weights (``use_ema``, ``ema_momentum=train.ema``): after
+    each applied update, ``average = d average + (1 - d) weight`` (``average = weight`` after the
+    first), the weight averaging of BasicSR's SR recipes (``ema_decay``, X. Wang et al.); a
+    step skipped for non-finite gradients (``train.on_nonfinite=skip``, loss scaling) leaves the
+    average as it is. :func:`ema_variables` gives the averages."""
     schedule = make_schedule(cfg)
     if progress is not None:
         schedule = BudgetSchedule(schedule, cfg.train.steps, progress)
-    opt = keras.optimizers.Adam(schedule, beta_1=cfg.train.beta_1, beta_2=cfg.train.beta_2)
+    ema = cfg.train.get("ema")
+    opt = keras.optimizers.Adam(
+        schedule,
+        beta_1=cfg.train.beta_1,
+        beta_2=cfg.train.beta_2,
+        use_ema=ema is not None,
+        ema_momentum=0.99 if ema is None else float(ema),
+    )
     return keras.optimizers.LossScaleOptimizer(opt) if mixed else opt
+
+
+def ema_variables(optimizer) -> list | None:
+    """The moving averages of a built optimizer of :func:`make_optimizer`, one per trainable
+    variable of the model, in the order of ``model.trainable_variables``; None without
+    ``train.ema``. (Keras keeps them in ``_model_variables_moving_average``, which it fills in
+    ``build``; ``tests/test_ema.py`` checks them against the averaging formula.)"""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not inner.use_ema:
+        return None
+    return list(inner._model_variables_moving_average)
 
 
 def current_lr(optimizer, iteration: int | None = None) -> float:
@@ -240,8 +265,9 @@ class Trainer:
             # NaN or inf (-1: none; policy stop) and the count of skipped steps (policy skip)
             self.first_bad = tf.Variable(-1, dtype=tf.int64, trainable=False, name="first_bad")
             self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped")
+            self.ema = ema_variables(self.optimizer)
             self.checkpoint = make_checkpoint(
-                model, self.optimizer, self.step, self.data_state, self.elapsed
+                model, self.optimizer, self.step, self.data_state, self.elapsed, ema=self.ema
             )
         self._stream_checkpoint: str | None = None  # restore the data iterator from this one
         # a non-chief worker's model checkpoints are temporary; its own data position (its
@@ -575,22 +601,40 @@ class Trainer:
 
     def validate(self) -> dict:
         """PSNR/SSIM on Y of ``data.val_dir`` (paper protocol) with the bicubic baseline, logged to
-        the console and TensorBoard (scalars and bicubic | SR | HR panels)."""
+        the console and TensorBoard (scalars and bicubic | SR | HR panels). With ``train.ema``
+        the averaged weights are scored too (``val_ema/`` scalars and panels, ``ema_`` keys of
+        the result): they are put into the model for the evaluation and the trained weights put
+        back after it, whatever happens."""
         if not self.val_files:
             return {}
+        res = self._evaluate("val", "")
+        if self.ema is not None:
+            trained = [keras.ops.convert_to_numpy(v) for v in self.model.trainable_variables]
+            self.optimizer.finalize_variable_values(self.model.trainable_variables)
+            try:
+                averaged = self._evaluate("val_ema", " of the averaged weights (train.ema)")
+            finally:
+                for variable, value in zip(self.model.trainable_variables, trained):
+                    variable.assign(value)
+            res.update({f"ema_{key}": averaged[key] for key in METRIC_KEYS})
+        return res
+
+    def _evaluate(self, tag: str, what: str) -> dict:
+        """Score the model's current weights on the validation images; log under ``tag/``."""
         t0 = time.perf_counter()
         res = self.loader.evaluate(self.model, keep=self.cfg.train.val_images)
         step = int(self.step.numpy())
         with self.writer.as_default(step=step):
-            for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
-                tf.summary.scalar(f"val/{key}", res[key])
+            for key in METRIC_KEYS:
+                tf.summary.scalar(f"{tag}/{key}", res[key])
             for name, bicubic, sr, hr in res["panels"]:
                 tf.summary.image(
-                    f"val/{Path(name).stem} (bicubic | SR | HR)", side_by_side(bicubic, sr, hr)
+                    f"{tag}/{Path(name).stem} (bicubic | SR | HR)", side_by_side(bicubic, sr, hr)
                 )
         log.info(
-            "validation step %d on %d images: PSNR %.2f dB (bicubic %.2f dB), SSIM %.4f "
+            "validation%s step %d on %d images: PSNR %.2f dB (bicubic %.2f dB), SSIM %.4f "
             "(bicubic %.4f) [%.1f s]",
+            what,
             step,
             res["n"],
             res["psnr"],
@@ -781,7 +825,7 @@ class Trainer:
                 data_wait_share=summary.data_wait_share,
                 patches_per_sec=summary.patches_per_sec,
             )
-        for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
+        for key in (*METRIC_KEYS, "ema_psnr", "ema_ssim"):
             if key in res:
                 final[f"val/{key}"] = res[key]
         self._write_hparams(final)
@@ -800,6 +844,16 @@ class Trainer:
                 final.get("data_wait_ms", 0),
                 100 * final.get("data_wait_share", 0),
             )
+            if "val/ema_psnr" in final:
+                log.info(
+                    "final step %d, averaged weights (train.ema=%s): val PSNR %.2f dB (%+.2f dB "
+                    "vs the trained weights), SSIM %.4f",
+                    final["step"],
+                    self.cfg.train.ema,
+                    final["val/ema_psnr"],
+                    final["val/ema_psnr"] - final["val/psnr"],
+                    final["val/ema_ssim"],
+                )
         elif "step_time_ms" in final:
             log.info(
                 "final step %d: mean step %.1f ms, data-wait %.2f ms (%.1f%% of step time)",
@@ -830,6 +884,7 @@ class Trainer:
             "lr": float(c.train.lr),
             "lr_schedule": str(c.train.lr_schedule),
             "loss": str(c.train.loss),
+            "ema": float(c.train.get("ema") or 0.0),
         }
         with self.writer.as_default(step=int(self.step.numpy())):
             hp.hparams(hparams, trial_id=self.run_dir.name)  # metrics: the val/ scalars
