@@ -319,13 +319,27 @@ class SequenceUpscaler(Upscaler):
             the SR of the window's target frame.
         scale: s, the model's factor.
         frames: k >= 1.
-        overlap: tile overlap in input pixels; None for :func:`default_overlap`.
+        overlap: tile overlap in input pixels; None for :func:`default_overlap` (of the fusion,
+            for a model with global alignment).
+
+    A model that registers its frames globally (a :class:`sr.models.align.GlobalAlign` layer,
+    ``model=espcn_mf`` with ``align=global``) is split: the alignment runs on the whole frames
+    first, as in evaluation, and only the rest of the model (local, of known receptive field)
+    runs in tiles; otherwise every tile would estimate its own shifts.
 
     Raises:
         ValueError: for an overlap below the bicubic radius (2), or ``frames`` < 1.
     """
 
     def __init__(self, model, scale: int, frames: int, overlap: int | None = None):
+        from sr.models.align import GlobalAlign
+
+        aligns = [
+            layer for layer in getattr(model, "layers", []) if isinstance(layer, GlobalAlign)
+        ]
+        self.align = aligns[0] if aligns else None
+        if self.align is not None:  # the layers after the alignment, fed its output
+            model = keras.Model(self.align.output, model.output, name=f"{model.name}_fusion")
         super().__init__(model, scale, overlap)
         if int(frames) < 1:
             raise ValueError(f"frames must be >= 1, got {frames}")
@@ -403,6 +417,8 @@ class SequenceUpscaler(Upscaler):
         _check_size(h, w, tile)
         fn = self.window_function(channels)
         y = np.stack([np.asarray(v, np.float32) for v in lumas])[np.newaxis, ..., np.newaxis]
+        if self.align is not None:  # whole frames registered once, then tiles of the fusion
+            y = self.align(tf.constant(y / 255.0)).numpy() * 255.0
         return self._tiled(
             lambda sy, sx: fn(y[:, :, sy, sx], image[np.newaxis, sy, sx])[0].numpy(), h, w, tile
         )

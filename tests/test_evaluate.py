@@ -189,7 +189,7 @@ def test_a_chosen_checkpoint_and_output_folder(tmp_path, compose, photo_dir):
         (["bicubic", "{photos}"], "bicubic needs --scale"),
         (
             ["bicubic", "{photos}", "--scale", "4", "--checkpoint", "ckpt-1"],
-            "--checkpoint applies",
+            "--checkpoint and --weights apply to a run directory",
         ),
         (["{run}", "{photos}", "--scale", "2"], "was trained at x4; --scale 2 applies to bicubic"),
         (["{run}", "{photos}", "--checkpoint", "ckpt-99"], "no checkpoint"),
