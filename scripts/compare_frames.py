@@ -38,6 +38,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=3000, help="training steps of every run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--frames", type=int, default=3, help="k of the multi-frame runs")
+    parser.add_argument(
+        "--val-every",
+        type=int,
+        help="validate every N steps too (default: at the end only); the table of the gain "
+        "over training is drawn from these validations",
+    )
     parser.add_argument("--hr-dir", help="training sequences (default: the demo's)")
     parser.add_argument("--val-dir", help="validation sequences (default: the demo's)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "docs" / "perf"))
@@ -56,7 +62,7 @@ def train(run_dir: Path, frames: int, seed: int, args) -> float:
         f"data.frames={frames}",
         f"seed={seed}",
         f"train.steps={args.steps}",
-        f"train.val_every={args.steps}",
+        f"train.val_every={args.val_every or args.steps}",
         f"train.ckpt_every={args.steps}",
         "train.log_every=500",
         f"hydra.run.dir={run_dir}",
@@ -92,6 +98,20 @@ def score(run_dir: Path) -> dict:
     return {"step": step, **res}
 
 
+def curve(run_dir: Path) -> dict[int, float]:
+    """``{step: validation PSNR}`` of a run, from its TensorBoard scalars ``val/psnr`` (the
+    validation of the training loop: the protocol of :func:`score`)."""
+    import tensorflow as tf
+
+    out = {}
+    for path in sorted((run_dir / "tb").glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == "val/psnr":
+                    out[int(event.step)] = float(tf.make_ndarray(value.tensor))
+    return out
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="compare_frames_"))
@@ -102,7 +122,15 @@ def main(argv=None) -> int:
             done = run_dir / "checkpoints" / f"ckpt-{args.steps}.index"
             seconds = float("nan") if done.is_file() else train(run_dir, frames, seed, args)
             res = score(run_dir)
-            rows.append({"frames": frames, "seed": seed, "seconds": seconds, **res})
+            rows.append(
+                {
+                    "frames": frames,
+                    "seed": seed,
+                    "seconds": seconds,
+                    "curve": curve(run_dir),
+                    **res,
+                }
+            )
             print(
                 f"frames={frames} seed={seed}: {res['psnr']:.3f} dB (bicubic "
                 f"{res['psnr_bicubic']:.3f}), SSIM {res['ssim']:.4f}, {seconds:.0f} s",
@@ -150,6 +178,23 @@ def main(argv=None) -> int:
     for name, m in multi[first]["per_sequence"].items():
         o = single[first]["per_sequence"][name]
         lines.append(f"| {name} | {m['psnr']:.3f} | {o['psnr']:.3f} | {m['psnr_bicubic']:.3f} |")
+    steps = sorted(set.intersection(*(set(r["curve"]) for r in rows)))
+    if len(steps) > 1:
+        lines += [
+            "",
+            "Over training (validation of the training loop, mean over the seeds):",
+            "",
+            "| step | k frames | 1 frame | gain | gain per seed |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for step in steps:
+            m = [multi[s]["curve"][step] for s in args.seeds]
+            o = [single[s]["curve"][step] for s in args.seeds]
+            per_seed = ", ".join(f"{a - b:+.3f}" for a, b in zip(m, o))
+            lines.append(
+                f"| {step} | {statistics.mean(m):.3f} | {statistics.mean(o):.3f} | "
+                f"{statistics.mean(m) - statistics.mean(o):+.3f} | {per_seed} |"
+            )
     text = "\n".join(lines) + "\n"
     print(text)
     out = Path(args.out)
