@@ -26,17 +26,13 @@ from hydra.errors import InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.data import SOURCES, PatchSource
-from sr.data.source import DataConfig
+from sr.data.source import ConfigError, DataConfig  # ConfigError: shared with the data sources
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The schema of each ``conf/data/<mode>.yaml`` (its defaults list names the key of this table);
 # each lives beside the source class it configures.
 DATA_SCHEMAS = {f"base_{source.mode}": source.schema for source in SOURCES}
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work (out of range, inconsistent); names the key."""
 
 
 @dataclass

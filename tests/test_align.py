@@ -100,3 +100,32 @@ def test_bad_model_options_are_refused():
         build_espcn_mf(frames=3, fusion_init="he")
     with pytest.raises(ValueError, match=r"data.target_frame=5 is not a frame of the window"):
         build_espcn_mf(frames=3, target_frame=5)
+
+
+def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_precision():
+    """The GPU paths: the train step's forward and backward pass compile with XLA (FFTs, arg
+    max and gathers included) and give the eager values; under mixed_float16 the alignment
+    still computes in float32."""
+    window = tf.constant(np.random.default_rng(1).random((2, 3, 16, 16, 1)), tf.float32)
+    keras.utils.set_random_seed(0)
+    model = build_espcn_mf(frames=3, fusion_init="glorot")
+
+    def loss_and_grads(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True) - 0.5))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    eager = loss_and_grads(window)
+    compiled = tf.function(loss_and_grads, jit_compile=True)(window)
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-4)
+    for a, b in zip(compiled[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-6)
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        mixed = build_espcn_mf(frames=3)
+        assert mixed.get_layer("align").compute_dtype == "float32"
+        assert mixed.get_layer("early_fusion").compute_dtype == "float16"
+        assert mixed(window).dtype == tf.float32
+    finally:
+        keras.mixed_precision.set_global_policy(policy)

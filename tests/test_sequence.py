@@ -210,8 +210,9 @@ def test_decoded_frames_stay_within_the_bound_whatever_the_sequence_length(tmp_p
     # the megabyte bound binds the same way: 40x40 frames, 3 windows + 2 ahead of 3 frames
     small = source(root, pool_frames=10**6, pool_memory_mb=15 * 1600 / 2**20, decode_workers=1)
     assert small.pool_windows(10**6) == 3
-    # a bound that cannot hold one window plus those decoded ahead fails in prepare()
-    with pytest.raises(ValueError, match=r"data.pool_memory_mb=.* cannot hold 3 windows"):
+    # a bound that cannot hold one window plus those decoded ahead fails in prepare(), as a
+    # config error (train.py: exit code 2)
+    with pytest.raises(ConfigError, match=r"data.pool_memory_mb=.* cannot hold 3 windows"):
         source(root, pool_frames=10**6, pool_memory_mb=8 * 1600 / 2**20, decode_workers=1)
 
 

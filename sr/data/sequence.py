@@ -46,7 +46,7 @@ import tensorflow as tf
 from sr.data.generator import PatchPool
 from sr.data.images import IMAGE_SUFFIXES, ImageFolderError, ImageSet, image_size, load_y
 from sr.data.pairs import make_window_pairs
-from sr.data.source import DataConfig, PatchSource, at_least
+from sr.data.source import ConfigError, DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
 
@@ -618,14 +618,14 @@ class SequenceSource(PatchSource):
         shared (the largest frames of the folder): at most ``count``, the windows there are.
 
         Raises:
-            ValueError: if ``pool_memory_mb`` cannot hold one window plus those decoded ahead.
+            ConfigError: if ``pool_memory_mb`` cannot hold one window plus those decoded ahead.
         """
         ahead = 2 * self.decode_workers
         largest = max(h * w for h, w in self.sequences.sizes) * self.frames
         by_frames = self.pool_frames // self.frames - ahead
         by_bytes = int(self.pool_memory_mb * 2**20) // largest - ahead
         if by_bytes < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"data.pool_memory_mb={self.pool_memory_mb} cannot hold {1 + ahead} windows of "
                 f"{self.frames} frames of {largest // self.frames / 2**20:.1f} MB: raise it to at "
                 f"least {(1 + ahead) * largest / 2**20:.0f}"

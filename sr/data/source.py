@@ -63,6 +63,12 @@ class DataConfig:
     service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
 
 
+class ConfigError(ValueError):
+    """A config value that cannot work (out of range, inconsistent); names the key. Defined
+    here so that the data sources can raise it (``sr.config`` imports it from here); ``train.py``
+    exits with code 2 on it."""
+
+
 def at_least(key: str, value, minimum=1):
     """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
     if value is None or isinstance(value, bool) or value < minimum:
