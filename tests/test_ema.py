@@ -16,8 +16,9 @@ from tests.fake_run import load_script, make_run, read_scalars
 
 @pytest.mark.parametrize("mixed", [False, True])
 def test_averages_follow_the_formula(compose, mixed):
-    """average_1 = w_1, average_n = d average_(n-1) + (1 - d) w_n, per variable in the model's
-    order, after each applied step (and under loss scaling, whose optimizer wraps Adam)."""
+    """average_1 = w_1, average_(n+1) = d_n average_n + (1 - d_n) w_(n+1) with the warm-up
+    d_n = min(D, (1 + n) / (10 + n)), per variable in the model's order, after each applied
+    step (and under loss scaling, whose optimizer wraps Adam)."""
     import keras
 
     decay = 0.75
@@ -28,14 +29,15 @@ def test_averages_follow_the_formula(compose, mixed):
     assert len(averages) == len(model.trainable_variables) == 4
     expected = None
     rng = np.random.default_rng(0)
-    for _ in range(4):
+    for n in range(40):  # the warm-up binds up to n = 26, where (1 + n) / (10 + n) passes 0.75
         grads = [rng.normal(size=v.shape).astype(np.float32) for v in model.trainable_variables]
         opt.apply(grads, model.trainable_variables)
         weights = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+        d = min(decay, (1 + n) / (10 + n))
         expected = (
             weights
             if expected is None
-            else [decay * a + (1 - decay) * w for a, w in zip(expected, weights)]
+            else [d * a + (1 - d) * w for a, w in zip(expected, weights)]
         )
         for average, value in zip(averages, expected):
             np.testing.assert_allclose(keras.ops.convert_to_numpy(average), value, rtol=1e-5)
@@ -98,7 +100,8 @@ def test_a_run_validates_and_saves_both_weights_and_resume_goes_on_averaging(
     assert evaluate_images(ema, val, 4)["psnr"] == pytest.approx(final["val/ema_psnr"], abs=1e-9)
     assert final["val/ema_psnr"] != final["val/psnr"]
 
-    # a resume restores the averages and goes on: average_7 = d average_6 + (1 - d) w_7
+    # a resume restores the averages and goes on: average_7 = d average_6 + (1 - d) w_7 with the
+    # warm-up's d = min(0.5, 7 / 16)
     tiny_run(folders, run_dir, compose, "train.steps=7", *common, f"resume={run_dir}")
     avg6 = load_model_from_run(run_dir, "ckpt-6", "ema")[0].trainable_variables
     live7 = load_model_from_run(run_dir, "ckpt-7", "live")[0].trainable_variables
@@ -106,7 +109,7 @@ def test_a_run_validates_and_saves_both_weights_and_resume_goes_on_averaging(
     for a6, w7, a7 in zip(avg6, live7, avg7):
         a6, w7, a7 = (keras.ops.convert_to_numpy(v) for v in (a6, w7, a7))
         assert not np.allclose(a6, w7)
-        np.testing.assert_allclose(a7, 0.5 * a6 + 0.5 * w7, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(a7, 7 / 16 * a6 + 9 / 16 * w7, rtol=1e-5, atol=1e-7)
 
 
 def test_scripts_choose_the_weights(tmp_path, compose, folders, capsys):

@@ -120,27 +120,52 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"steps": self.steps}
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class AveragingAdam(keras.optimizers.Adam):
+    """Adam with Keras's moving average of the weights (``use_ema=True``) whose decay warms up:
+    the update after n earlier ones uses ``min(ema_momentum, (1 + n) / (10 + n))``, the
+    ``num_updates`` rule of ``tf.train.ExponentialMovingAverage``. With a fixed 0.999 the
+    average of a run of 1,200 steps (the 20-minute recipe on a slow machine) still weighs the
+    first steps' weights by e^-1.2 = 30 % and scores 1.9 dB under the trained weights on Set5;
+    with the warm-up it follows the last ~n/10 steps until n reaches 1 / (1 - decay) (10,000
+    steps at 0.999), then the last 1 / (1 - decay)."""
+
+    @property
+    def ema_momentum(self):
+        iterations = getattr(self, "_iterations", None)
+        if iterations is None:  # Keras's __init__
+            return self._ema_decay
+        n = keras.ops.cast(iterations, "float32")
+        return keras.ops.minimum(self._ema_decay, (1.0 + n) / (10.0 + n))
+
+    @ema_momentum.setter
+    def ema_momentum(self, value):
+        self._ema_decay = value
+
+    def get_config(self):
+        return {**super().get_config(), "ema_momentum": self._ema_decay}
+
+
 def make_optimizer(
     cfg: DictConfig, mixed: bool, progress: tf.Variable | None = None
 ) -> keras.optimizers.Optimizer:
     """Adam on :func:`make_schedule`; with ``progress`` (a time budget is set) the schedule runs
-    over the budget (:class:`BudgetSchedule`). With ``train.ema`` Adam also keeps Keras's
-    exponential moving average of the weights (``use_ema``, ``ema_momentum=train.ema``): after
+    over the budget (:class:`BudgetSchedule`). With ``train.ema=D`` it is
+    :class:`AveragingAdam`, which also keeps an exponential moving average of the weights: after
     each applied update, ``average = d average + (1 - d) weight`` (``average = weight`` after the
-    first), the weight averaging of BasicSR's SR recipes (``ema_decay``, X. Wang et al.); a
-    step skipped for non-finite gradients (``train.on_nonfinite=skip``, loss scaling) leaves the
-    average as it is. :func:`ema_variables` gives the averages."""
+    first) with ``d = min(D, (1 + n) / (10 + n))``, n the updates before it; the weight averaging
+    of BasicSR's recipes (``ema_decay``, 0.999) with TensorFlow's warm-up. A step skipped for
+    non-finite gradients (``train.on_nonfinite=skip``, loss scaling) leaves the average as it is.
+    :func:`ema_variables` gives the averages."""
     schedule = make_schedule(cfg)
     if progress is not None:
         schedule = BudgetSchedule(schedule, cfg.train.steps, progress)
     ema = cfg.train.get("ema")
-    opt = keras.optimizers.Adam(
-        schedule,
-        beta_1=cfg.train.beta_1,
-        beta_2=cfg.train.beta_2,
-        use_ema=ema is not None,
-        ema_momentum=0.99 if ema is None else float(ema),
-    )
+    betas = {"beta_1": cfg.train.beta_1, "beta_2": cfg.train.beta_2}
+    if ema is None:
+        opt = keras.optimizers.Adam(schedule, **betas)
+    else:
+        opt = AveragingAdam(schedule, **betas, use_ema=True, ema_momentum=float(ema))
     return keras.optimizers.LossScaleOptimizer(opt) if mixed else opt
 
 
