@@ -113,12 +113,14 @@ def psnr_of_fit(train, val, frames: int, how, shifts: str) -> tuple[float, float
     return -10 * np.log10(fit), -10 * np.log10(held)
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> dict[str, tuple[float, float]]:
+    """Print the table; returns ``{row label: (training PSNR, validation PSNR)}``."""
     parser = argparse.ArgumentParser(prog="fusion_oracle.py", description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=3, help="k of the multi-frame rows")
+    parser.add_argument("--limit", type=int, help="fit on the first N training sequences only")
     args = parser.parse_args(argv)
     root = ensure_demo_sequences(PROJECT_ROOT / "data" / "demo")
-    train, val = load_split(root, "train"), load_split(root, "val")
+    train, val = load_split(root, "train")[: args.limit], load_split(root, "val")
     k = args.frames
     cases = [
         ("1 frame", 1, None, "true"),
@@ -131,12 +133,15 @@ def main(argv=None) -> int:
     print("| neighbours | training PSNR (dB) | validation PSNR (dB) | vs 1 frame |")
     print("| --- | --- | --- | --- |")
     base = None
+    rows = {}
     for label, frames, how, shifts in cases:
         fit, held = psnr_of_fit(train, val, frames, how, shifts)
         base = held if base is None else base
+        rows[label] = (fit, held)
         print(f"| {label} | {fit:.3f} | {held:.3f} | {held - base:+.3f} |", flush=True)
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)
