@@ -127,8 +127,8 @@ class AveragingAdam(keras.optimizers.Adam):
     ``num_updates`` rule of ``tf.train.ExponentialMovingAverage``. With a fixed 0.999 the
     average of a run of 1,200 steps (the 20-minute recipe on a slow machine) still weighs the
     first steps' weights by e^-1.2 = 30 % and scores 1.9 dB under the trained weights on Set5;
-    with the warm-up it follows the last ~n/10 steps until n reaches 1 / (1 - decay) (10,000
-    steps at 0.999), then the last 1 / (1 - decay)."""
+    with the warm-up it averages over about the last (10 + n) / 9 steps until the decay reaches
+    its value (n = 8,990 for 0.999), then over the last 1 / (1 - decay)."""
 
     @property
     def ema_momentum(self):
