@@ -103,6 +103,9 @@ def test_a_run_validates_and_saves_both_weights_and_resume_goes_on_averaging(
     # a resume restores the averages and goes on: average_7 = d average_6 + (1 - d) w_7 with the
     # warm-up's d = min(0.5, 7 / 16)
     tiny_run(folders, run_dir, compose, "train.steps=7", *common, f"resume={run_dir}")
+    # turning averaging off (or on) at a resume is refused: the optimizer state would not match
+    with pytest.raises(ConfigError, match=r"trained with train.ema and this run has train.ema="):
+        tiny_run(folders, run_dir, compose, "train.steps=8", f"resume={run_dir}")
     avg6 = load_model_from_run(run_dir, "ckpt-6", "ema")[0].trainable_variables
     live7 = load_model_from_run(run_dir, "ckpt-7", "live")[0].trainable_variables
     avg7 = load_model_from_run(run_dir, "ckpt-7", "ema")[0].trainable_variables

@@ -404,12 +404,22 @@ class Trainer:
 
         Raises:
             FileNotFoundError: if the run has no checkpoint.
+            ConfigError: if ``train.ema`` is set in one of the run and this resume only.
         """
         path = tf.train.latest_checkpoint(str(self.restore_dir))
         if path is None:
             raise FileNotFoundError(
                 f"resume={self.resume_dir}: no checkpoint in {self.restore_dir}; "
                 "pass the output directory of an earlier train.py run"
+            )
+        from sr.config import ConfigError
+        from sr.train.checkpoint import has_averages
+
+        if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
+            saved = "with" if has_averages(path) else "without"
+            raise ConfigError(
+                f"resume={self.resume_dir}: {path} was trained {saved} train.ema and this run "
+                f"has train.ema={self.cfg.train.get('ema')}; resume with the run's own train.ema"
             )
         make_checkpoint(self.model, self.optimizer, self.step, elapsed=self.elapsed).restore(
             path
