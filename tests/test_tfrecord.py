@@ -78,7 +78,13 @@ def test_manifest_describes_the_shards_on_disk(shards, photo_dir):
 
         assert manifest["patches_per_image"][i] == per_image[i] == windows(h) * windows(w)
     assert manifest["params"] == dict(
-        patch_size=32, scale=4, margin=8, stride=16, lr_dir=None, channel=tfrecord.CHANNEL
+        patch_size=32,
+        scale=4,
+        margin=8,
+        stride=16,
+        lr_dir=None,
+        channel=tfrecord.CHANNEL,
+        subimage=0,
     )
     assert manifest["source"]["hr_dir"] == str(photo_dir.resolve())
     assert not [p for p in folder.parent.iterdir() if ".tmp" in p.name]
