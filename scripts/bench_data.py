@@ -17,7 +17,9 @@ builds them (``hydra.utils.instantiate(cfg.data).dataset()``); the references (a
 generator and (c) the TFRecord modes of ``references/004`` (``sr/bench/references.py``), and
 (c) reordered (batch before map, no ``py_func``); the in-memory ceiling (the project's post-decode
 graph fed from uint8 patches in RAM); files decoded alone (the generator's decode-bound
-ceiling); and the generator at 16..256 patches per decoded image. Writes ``bench_data.json``,
+ceiling); the generator at 16..256 patches per decoded image; and two TFRecord variants of issue
+11, sub-image records with a random crop in each (``data.subimage_size=384``) and RGB records
+for ``data.lr_from=rgb``, each with its shard bytes on disk. Writes ``bench_data.json``,
 ``bench_data.md``, ``bench_data.png`` and ``bench_ppi.png`` into ``--out``.
 
 Sequence mode (``--sequence``, issue 10), on a folder of sorted sequences (default: 32 sequences
@@ -53,6 +55,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from sr.bench.folders import SHARED_SAMPLE, compose_data, reencode_png  # noqa: E402
 from sr.config import PROJECT_ROOT  # noqa: E402
 
+SUBIMAGE = 384  # data.subimage_size of the sub-image row
 GEN_POOL = 64  # generator pool for the decode-bound rows: at least B, smaller than the folder
 PPI_SWEEP = (16, 32, 64, 128, 256)
 # name -> (label, kind, extra)
@@ -68,6 +71,18 @@ PIPELINES = {
         "project data=tfrecord, 1 shard",
         "project",
         ("tfrecord", "data.num_shards=1"),
+    ),
+    # issue 11: random crop positions from sub-image records (384: the folder's smallest side is
+    # 426), and the LR made from RGB records (data.lr_from=rgb)
+    "tfrecord_subimage": (
+        "project data=tfrecord, sub-images 384",
+        "project",
+        ("tfrecord", f"data.subimage_size={SUBIMAGE}"),
+    ),
+    "tfrecord_rgb": (
+        "project data=tfrecord, lr_from=rgb",
+        "project",
+        ("tfrecord", "data.lr_from=rgb"),
     ),
     "ref_a": ("ref (a) naive, 1 decode/patch", "ref", ()),
     "ref_b": ("ref (b) 004 generator", "ref", ()),
@@ -131,8 +146,8 @@ def _build_pipeline(name: str, a):
             )
         else:
             extra = PIPELINES[name][2]
-        if name == "tfrecord_1shard":  # its own shard folder (built here, before the timing)
-            extra = (*extra, f"data.tfrecord_dir={work / 'tfrecord_1shard'}")
+        if name.startswith("tfrecord_"):  # its own shard folder (built here, before the timing)
+            extra = (*extra, f"data.tfrecord_dir={work / name}")
         cfg = compose_data(extra[0], a.folder, work / "data", *extra[1:])
         loader = hydra.utils.instantiate(cfg.data)
         loader.prepare()
@@ -217,7 +232,8 @@ def run_worker(name: str, a) -> dict:
         return run_sequence_worker(name, a)
     n_images = len(list_images(a.folder))
     rss0 = _rss_mb()
-    ds, index_ds, decodes, _ = _build_pipeline(name, a)
+    ds, index_ds, decodes, loader = _build_pipeline(name, a)
+    shards = getattr(loader, "tfrecord_dir", None)
     t0 = time.perf_counter()
     it = iter(ds)
     first = next(it)
@@ -257,6 +273,7 @@ def run_worker(name: str, a) -> dict:
         "rss_start_mb": rss0,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_s_per_1000": 1000 * cpu / total,
+        "shard_bytes": sum(p.stat().st_size for p in shards.glob("*.tfrecord")) if shards else None,
     }
 
 

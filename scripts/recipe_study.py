@@ -19,7 +19,8 @@ that reaches N steps in its budget. The variants differ only by their overrides:
   ``rgb``: ``data.lr_from=rgb``, LR from the RGB HR then Y, the evaluation's order.
 
 Each run is scored on Set5 and Set14 (``sr.results.evaluate``: Y of BT.601, MATLAB bicubic LR,
-``scale`` pixels of border cropped). Prints a markdown table (per seed, mean and standard
+``scale`` pixels of border cropped). Runs of equal settings are shared between studies (the
+``grid`` and ``y`` runs are the recipe as is). Prints a markdown table (per seed, mean and standard
 deviation; each variant's difference from the first, paired by seed, which cancels the seed's
 initialisation) and writes ``<study>_<steps>.json`` and ``.md`` into ``--out`` (default
 ``docs/perf``). Runs go to ``--runs`` (default a temporary folder); a run that already reached
@@ -54,8 +55,8 @@ STUDIES = {
         "subimage": ["data=tfrecord", "data.subimage_size=384"],
     },
     "lr_order": {
-        "y": [],
-        "rgb": ["data.lr_from=rgb"],
+        "y": ["data=tfrecord"],
+        "rgb": ["data=tfrecord", "data.lr_from=rgb"],
     },
 }
 
@@ -77,6 +78,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown variant(s) {unknown} of {args.study}: choose from {list(known)}")
     return args
+
+
+def run_name(overrides: list[str], steps: int, seed: int) -> str:
+    """A run's folder name, from what it changes in the recipe (``data=tfrecord`` is the recipe's
+    own data mode), so that two studies share the runs of equal settings."""
+    changes = [o.split(".")[-1] for o in overrides if o != "data=tfrecord"]
+    return "_".join(["recipe", *changes, str(steps), f"seed{seed}"])
 
 
 def command(run_dir: Path, overrides: list[str], seed: int, steps: int, extra: list[str]):
@@ -123,7 +131,7 @@ def main(argv=None) -> int:
     rows = []
     for seed in args.seeds:
         for name, overrides in variants.items():
-            run_dir = runs / f"{args.study}_{name}_{args.steps}_seed{seed}"
+            run_dir = runs / run_name(overrides, args.steps, seed)
             done = run_dir / "checkpoints" / f"ckpt-{args.steps}.index"
             seconds = float("nan")
             if not done.is_file():

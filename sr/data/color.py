@@ -91,6 +91,34 @@ def _y_uint8(rgb: np.ndarray) -> np.ndarray:
     return out
 
 
+def y_rounded(rgb: tf.Tensor) -> tf.Tensor:
+    """Rounded Y of uint8 RGB tensors, in the graph: exactly :func:`y_channel` of uint8 input.
+
+    ``16 + (65481 R + 128553 G + 24966 B + 127500) // 255000`` in int32 (the largest sum,
+    56,103,000, fits), so exact halves round up as MATLAB's ``uint8`` does, with no float
+    rounding.
+
+    Args:
+        rgb: uint8 tensor ``[..., 3]`` (R, G, B).
+
+    Returns:
+        uint8 tensor ``[..., 1]`` in 16..235.
+    """
+    _check(rgb, "y_rounded")
+    x = tf.cast(rgb, tf.int32)
+    wr, wg, wb = _Y_WEIGHTS_INT
+    acc = wr * x[..., 0:1] + wg * x[..., 1:2] + wb * x[..., 2:3]
+    offset = _Y_DENOMINATOR // 2 + int(Y_OFFSET) * _Y_DENOMINATOR
+    return tf.cast((acc + offset) // _Y_DENOMINATOR, tf.uint8)
+
+
+def y_of(rgb):
+    """Unrounded Y of float RGB ``[..., 3]`` on the [0, 255] scale (NumPy or TF), ``[..., 1]``:
+    the Y row of :func:`rgb_to_ycbcr` alone (what ``sr.evaluation`` feeds a model, times 255)."""
+    _check(rgb, "y_of")
+    return _row(_float(rgb), Y_OFFSET, Y_WEIGHTS)
+
+
 def y_channel(image) -> np.ndarray:
     """Y of BT.601 (MATLAB ``rgb2ycbcr``, first channel) of an image of any layout.
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from sr.data.images import ImageFolderError, ImageSet, load_y_pair
+from sr.data.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
 from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class PatchPool:
         decode_workers: decode threads.
         seed: random seed (None: fresh entropy).
         lr_dir, scale, lr_patch: pre-made LR folder (or None), the scale, and the LR patch size.
+        channels: 1 (Y images) or 3 (RGB images, for ``data.lr_from=rgb``; batches then carry
+            ``gray`` flags); counted in the memory bound.
     """
 
     PLANS_AHEAD = 64  # most batch plans read ahead to find the next images to decode
@@ -90,6 +92,7 @@ class PatchPool:
         lr_dir: str | None = None,
         scale: int = 4,
         lr_patch: int = 0,
+        channels: int = 1,
     ):
         if patches_per_image < 1 or pool_size < 1 or batch_size < 1:
             raise ValueError(
@@ -109,12 +112,13 @@ class PatchPool:
         self.lr_dir = lr_dir
         self.scale = scale
         self.lr_patch = lr_patch
+        self.channels = channels
         self.decodes = 0  # images decoded so far, for benchmarks
         self.replay_seconds = 0.0  # time spent replaying the plans before ``start``
 
     def _nbytes(self, i: int) -> int:
         h, w = self.images.sizes[i]
-        return h * w + ((h // self.scale) * (w // self.scale) if self.lr_dir else 0)
+        return h * w * self.channels + ((h // self.scale) * (w // self.scale) if self.lr_dir else 0)
 
     def epoch_order(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """The order in which the ``n`` items enter the pool in one epoch: a uniform random
@@ -191,19 +195,25 @@ class PatchPool:
                 loads.append((int(j), int(files[j])))
 
     def _decode(self, i: int):
-        hr, lr = load_y_pair(self.images.files[i], self.lr_dir, self.scale)
-        if hr.shape != self.images.sizes[i]:
+        """``(hr, lr, gray)`` of image ``i``: Y ``[H, W]`` and pre-made LR Y or None, or with
+        3 channels RGB ``[H, W, 3]``, None and whether the image is gray."""
+        gray = False
+        if self.channels == 3:
+            (hr, gray), lr = load_rgb(self.images.files[i]), None
+        else:
+            hr, lr = load_y_pair(self.images.files[i], self.lr_dir, self.scale)
+        if hr.shape[:2] != self.images.sizes[i]:
             raise ImageFolderError(
                 f"{self.images.files[i]} is {hr.shape[1]}x{hr.shape[0]} pixels, but its header "
                 f"said {self.images.sizes[i][1]}x{self.images.sizes[i][0]} when the folder was "
                 "scanned: the file changed during training; restore it, or restart the run"
             )
-        return hr, lr
+        return hr, lr, gray
 
     def __call__(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         """Yield batches from batch number ``start`` on (0: the stream's beginning):
-        ``{"hr": uint8 [B, crop, crop, 1], "image": int32 [B]}``, plus ``"lr"`` uint8
-        ``[B, p, p, 1]`` with pre-made LR. Images are decoded ahead in threads (at most
+        ``{"hr": uint8 [B, crop, crop, C], "image": int32 [B]}``, plus ``"lr"`` uint8
+        ``[B, p, p, 1]`` with pre-made LR and ``"gray"`` bool ``[B]`` with 3 channels. Images are decoded ahead in threads (at most
         ``2 * decode_workers`` beyond the pool)."""
         plans = self.plans()
         t0 = time.perf_counter()
@@ -290,18 +300,21 @@ class PatchPool:
     def _cut(self, pool: dict[int, tuple], plan: Plan) -> dict[str, np.ndarray]:
         b, c, p = self.batch_size, self.crop, self.lr_patch
         s = self.scale
-        hr = np.empty((b, c, c, 1), np.uint8)
+        hr = np.empty((b, c, c, self.channels), np.uint8)
         lr = np.empty((b, p, p, 1), np.uint8) if self.lr_dir else None
+        gray = np.zeros(b, bool)
         index = np.empty(b, np.int32)
         for out, (j, y, x) in enumerate(zip(plan.slots, plan.ys, plan.xs)):
-            i, img, lr_img = pool[j]
-            hr[out, ..., 0] = img[y : y + c, x : x + c]
+            i, img, lr_img, gray[out] = pool[j]
+            hr[out] = img[y : y + c, x : x + c].reshape(c, c, -1)
             if lr is not None:
                 lr[out, ..., 0] = lr_img[y // s : y // s + p, x // s : x // s + p]
             index[out] = i
         batch = {"hr": hr, "image": index}
         if lr is not None:
             batch["lr"] = lr
+        if self.channels == 3:
+            batch["gray"] = gray
         return batch
 
 
@@ -401,14 +414,17 @@ class GeneratorSource(PatchSource):
             lr_dir=str(self.lr_dir) if self.lr_dir else None,
             scale=self.scale,
             lr_patch=self.lr_patch_size,
+            channels=self.channels,
         )
         c, p = self.crop, self.lr_patch_size
         signature = {
-            "hr": tf.TensorSpec([b, c, c, 1], tf.uint8),
+            "hr": tf.TensorSpec([b, c, c, self.channels], tf.uint8),
             "image": tf.TensorSpec([b], tf.int32),
         }
         if self.lr_dir:
             signature["lr"] = tf.TensorSpec([b, p, p, 1], tf.uint8)
+        if self.channels == 3:
+            signature["gray"] = tf.TensorSpec([b], tf.bool)
         self.pool = pool
         folder_ids = ids.astype(np.int32)
 

@@ -322,6 +322,22 @@ def load_y(path: str | os.PathLike) -> np.ndarray:
     return y_channel(load_image(path))
 
 
+def load_rgb(path: str | os.PathLike) -> tuple[np.ndarray, bool]:
+    """Decode an image as RGB, for ``data.lr_from=rgb``.
+
+    Returns:
+        ``(rgb, gray)``: uint8 ``[H, W, 3]`` (a grayscale image's value in all three channels)
+        and whether the image is grayscale (then it is its own Y: ``sr.data.color.y_channel``).
+
+    Raises:
+        ImageFolderError: if the file cannot be decoded.
+    """
+    image = load_image(path)
+    if image.shape[-1] == 1:
+        return np.repeat(image, 3, axis=-1), True
+    return image, False
+
+
 def _png_size(path) -> tuple[int, int] | None:
     """:func:`image_size` of a PNG from its IHDR and chunk list (:func:`_png_orientation`),
     reading the file's bytes without inflating them; None where Pillow must answer (not a PNG,

@@ -14,12 +14,19 @@ is made by the project's LR operator, ``sr.data.degrade.make_lr``. Per batch of 
 3. the HR patch flipped the same way; both scaled to [0, 1].
 
 Pre-made LR patches (``lr``) get the same flips as their HR.
+
+With ``data.lr_from=rgb`` the patches are RGB (``[B, P + 2m, P + 2m, 3]``) and step 2 follows the
+evaluation's order instead (:func:`rgb_pairs`): ``make_lr`` of each of R, G and B (rounded to 8
+bits, a saved RGB LR image), then the unrounded Y of that LR, the model input of
+``sr.evaluation.prepare``; the HR target is the rounded Y of the RGB crop, as in the Y order.
+Gray images (``gray`` true) are their own Y in both orders, so their pairs are the Y order's.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from sr.data.color import y_of, y_rounded
 from sr.data.degrade import flip_batch, make_lr
 
 
@@ -44,6 +51,40 @@ def random_masks(batch: tf.Tensor, flip: bool, rot90: bool, seed=None) -> tuple[
     return coins[0], coins[1], coins[2]
 
 
+def rgb_pairs(
+    hr: tf.Tensor, gray: tf.Tensor, scale: int, margin: int, flips
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """LR and HR Y of RGB crops in the evaluation's order (LR of R, G and B, then Y).
+
+    Args:
+        hr: uint8 ``[B, c, c, 3]`` RGB crops with a margin m (c = P + 2m); a gray image's crop
+            holds its gray value in all three channels.
+        gray: bool ``[B]``, true for crops of gray images.
+        scale, margin: s and m, as :func:`make_pairs`.
+        flips: ``(flip_v, flip_h, transpose or None)`` bool ``[B]`` masks (:func:`random_masks`).
+
+    Returns:
+        ``(lr, hr_y)``: float32 ``[B, P / s, P / s, 1]`` on the [0, 255] scale, the unrounded Y
+        (MATLAB ``rgb2ycbcr``) of ``make_lr`` of the flipped R, G and B planes (each rounded to
+        8 bits), or for gray crops ``make_lr`` of the gray plane; and uint8
+        ``[B, c, c, 1]``, the rounded Y of the crop (its gray plane for gray crops), unflipped.
+    """
+    c = hr.shape[1]
+    planes = tf.reshape(tf.transpose(hr, [0, 3, 1, 2]), [-1, c, c, 1])  # [3B, c, c, 1]
+    lr = make_lr(planes, scale, margin, flips=tuple(_per_plane(m, 3) for m in flips))
+    p = lr.shape[1]
+    lr = tf.transpose(tf.reshape(lr, [-1, 3, p, p]), [0, 2, 3, 1])  # [B, p, p, 3]
+    is_gray = gray[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    lr_y = tf.where(is_gray, lr[..., :1], tf.cast(y_of(lr), tf.float32))
+    hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
+    return lr_y, hr_y
+
+
+def _per_plane(mask, k: int):
+    """A ``[B]`` mask repeated for the k planes of every sample (``[B k]``), or None."""
+    return None if mask is None else tf.repeat(mask, k)
+
+
 def make_pairs(
     hr: tf.Tensor,
     scale: int,
@@ -52,13 +93,15 @@ def make_pairs(
     flip: bool = True,
     rot90: bool = False,
     seed=None,
+    gray: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Turn a batch of uint8 Y patches into augmented float training pairs.
 
     Args:
         hr: uint8 ``[B, P + 2m, P + 2m, 1]``, the rounded Y in 16..235 (or gray 0..255) of the
             decoded image (``sr.data.images.load_y``), P the HR patch size, m = ``margin``; with
-            ``lr`` given, m must be 0.
+            ``lr`` given, m must be 0. Or, for ``data.lr_from=rgb``, uint8 RGB
+            ``[B, P + 2m, P + 2m, 3]`` with ``gray``: the pairs of :func:`rgb_pairs`.
         scale: s; P and m must be multiples of s.
         margin: m, real image pixels around the patch that make the LR free of border effects
             (``sr.data.degrade.crop_margin(scale)``).
@@ -66,17 +109,24 @@ def make_pairs(
         flip: random vertical and horizontal flips, independent per sample.
         rot90: also random transposes (with the flips: the 8 rotations and reflections).
         seed: None, or an int ``[2]`` stateless seed of the coin flips (:func:`random_masks`).
+        gray: bool ``[B]`` with RGB ``hr``: crops of gray images.
 
     Returns:
         ``(lr, hr)``: float32 ``[B, P / s, P / s, 1]`` and ``[B, P, P, 1]`` in [0, 1]; LR on the
-        8-bit grid (k / 255), ``make_lr(hr, scale, margin)`` of the flipped crop.
+        8-bit grid (k / 255), ``make_lr(hr, scale, margin)`` of the flipped crop (RGB ``hr``:
+        the Y of the 8-bit RGB LR, :func:`rgb_pairs`).
 
     Raises:
-        ValueError: for pre-made LR with a margin, or sizes that are not multiples of ``scale``.
+        ValueError: for pre-made LR with a margin or with RGB patches, or sizes that are not
+            multiples of ``scale``.
     """
     flip_v, flip_h, transpose = random_masks(hr, flip, rot90, seed)
     flips = (flip_v, flip_h, transpose if rot90 else None)
-    if lr is None:
+    if hr.shape[-1] == 3:
+        if lr is not None or gray is None:
+            raise ValueError("RGB patches need gray flags and no pre-made LR")
+        lr, hr = rgb_pairs(hr, gray, scale, margin, flips)
+    elif lr is None:
         lr = make_lr(hr, scale, margin, flips=flips)
     elif margin:
         raise ValueError("pre-made LR patches come without a margin: use margin=0")
@@ -115,11 +165,8 @@ def make_window_pairs(
     k, c = hr.shape[1], hr.shape[2]
     flip_v, flip_h, transpose = random_masks(hr, flip, rot90, seed)
 
-    def per_frame(mask):
-        return None if mask is None else tf.repeat(mask, k)
-
     frames = tf.reshape(hr, [-1, c, c, 1])
-    flips = tuple(per_frame(m) for m in (flip_v, flip_h, transpose if rot90 else None))
+    flips = tuple(_per_plane(m, k) for m in (flip_v, flip_h, transpose if rot90 else None))
     lr = make_lr(frames, scale, margin, flips=flips)
     p = (c - 2 * margin) // scale
     lr = tf.reshape(lr, [-1, k, p, p, 1]) if k > 1 else lr

@@ -523,6 +523,11 @@ class SequenceSource(PatchSource):
                 f"data.lr_dir={self.lr_dir} is not supported by data=sequence: every LR frame is "
                 "made by the project's LR operator from its HR crop; set data.lr_dir=null"
             )
+        if self.lr_from != "y":
+            raise ValueError(
+                f"data.lr_from={self.lr_from} is not supported by data=sequence: its frames are "
+                "decoded to Y and every LR frame is made from the Y; set data.lr_from=y"
+            )
         if self.service:
             raise ValueError(
                 f"data.service={self.service} needs data=tfrecord: data=sequence decodes and "

@@ -38,6 +38,7 @@ from sr.data.degrade import crop_margin, min_hr_size
 from sr.data.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.data.pairs import make_pairs
 
+LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
 SERVICE_WIRED = True  # pairs_dataset sends the pipeline to data.service (tests/test_service.py)
 
 
@@ -61,6 +62,9 @@ class DataConfig:
     seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
     deterministic: bool = False  # deterministic tf.data order: the same batches in every run
     service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
+    # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
+    # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
+    lr_from: str = "y"
 
 
 class ConfigError(ValueError):
@@ -123,6 +127,7 @@ class PatchSource(abc.ABC):
         seed: int | None,
         deterministic: bool,
         service: str | None,
+        lr_from: str = "y",
     ):
         at_least("scale", scale)
         at_least("batch_size", batch_size)
@@ -145,6 +150,14 @@ class PatchSource(abc.ABC):
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
+        if lr_from not in LR_FROM:
+            raise ValueError(f"data.lr_from={lr_from!r}: choose one of {', '.join(LR_FROM)}")
+        if lr_from == "rgb" and self.lr_dir:
+            raise ValueError(
+                f"data.lr_from=rgb makes the LR from the RGB HR, but data.lr_dir={self.lr_dir} "
+                "gives it: drop one of them"
+            )
+        self.lr_from = lr_from
         self._images: ImageSet | None = None
         # the seed of the batch stream (read order, crops, flips): the config's, else fresh
         # entropy; a resumed run sets it to the one saved in its checkpoint
@@ -154,6 +167,12 @@ class PatchSource(abc.ABC):
         self._val_files: list[Path] | None = None
 
     # -- geometry ------------------------------------------------------------------------------
+    @property
+    def channels(self) -> int:
+        """Channels of the HR patches before the pair stage: 3 (RGB) with ``lr_from=rgb``, else
+        1 (Y)."""
+        return 3 if self.lr_from == "rgb" else 1
+
     @property
     def margin(self) -> int:
         """HR pixels kept around each patch so that its LR has no border effect
@@ -241,7 +260,9 @@ class PatchSource(abc.ABC):
     ) -> tf.data.Dataset:
         """Endless batches of uint8 patches before augmentation and LR generation:
         ``{"hr": uint8 [B, crop, crop, 1], "image": int32 [B]}`` (+ ``"lr"`` uint8
-        ``[B, P/s, P/s, 1]`` with ``lr_dir``); ``image`` indexes ``self.images.files``. Used by
+        ``[B, P/s, P/s, 1]`` with ``lr_dir``); with ``lr_from=rgb``, ``hr`` is RGB
+        ``[B, crop, crop, 3]`` (a gray image's value in all three) and ``"gray"`` bool ``[B]``
+        marks crops of gray images. ``image`` indexes ``self.images.files``. Used by
         :func:`pairs_dataset` and by the benchmarks.
 
         Args:
@@ -270,6 +291,7 @@ class PatchSource(abc.ABC):
             "flip": self.flip,
             "rot90": self.rot90,
             "lr_dir": str(self.lr_dir) if self.lr_dir else None,
+            "lr_from": self.lr_from,
             "images": digest.hexdigest()[:16],
         }
 
@@ -296,6 +318,7 @@ class PatchSource(abc.ABC):
             flip=self.flip,
             rot90=self.rot90,
             seed=self.flip_seed(index, pipeline),
+            gray=batch.get("gray"),
         )
 
     def flip_seed(self, index: tf.Tensor | None, pipeline: int = 0) -> tf.Tensor | None:

@@ -2,12 +2,13 @@
 the tf.data read path.
 
 Each record is one ``tf.train.Example`` holding a uint8 Y patch (or, with ``data.subimage_size``,
-a larger sub-image) and its shape:
+a larger sub-image; with ``data.lr_from=rgb``, RGB) and its shape:
 
 =============  ======  =====================================================================
 key            type    meaning
 =============  ======  =====================================================================
-``hr``         bytes   uint8 HR Y patch, row-major, ``hr_height x hr_width x 1``, with margin
+``hr``         bytes   uint8 HR Y patch, row-major, ``hr_height x hr_width x C``, with margin
+                       (C = 1, or 3 for RGB sets)
 ``hr_height``  int64   rows of ``hr`` (HR patch size + 2 margin, or the sub-image size)
 ``hr_width``   int64   columns of ``hr``
 ``lr``         bytes   uint8 pre-made LR Y patch (only when built from ``data.lr_dir``)
@@ -15,6 +16,7 @@ key            type    meaning
 ``lr_width``   int64   columns of ``lr`` (0 without ``lr``)
 ``image``      int64   index of the source image in ``manifest["images"]`` (name order)
 ``y``, ``x``   int64   top-left corner of ``hr`` in the source image (pixels)
+``gray``       int64   RGB sets only: 1 for a gray image (its value in all three channels)
 =============  ======  =====================================================================
 
 Writing is a two-pass external shuffle: pass 1 decodes every image once, in random order, cuts
@@ -89,7 +91,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.data.images import ImageFolderError, ImageSet, load_y_pair
+from sr.data.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
 from sr.data.source import ConfigError, DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,7 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 FORMAT = "sr-tfrecord-patches/1"
 CHANNEL = "Y of ITU-R BT.601 as MATLAB rgb2ycbcr (16..235), uint8, rounded; gray images as is"
+CHANNEL_RGB = "RGB, uint8; gray images in all three channels, flagged"
 OWNER = "owner.pid"  # inside a temporary build folder: {"host", "pid"} of the building process
 _PROCESS_START = time.time()  # leftovers without an owner file older than this are removed
 
@@ -128,6 +131,11 @@ class PatchParams:
     def crop(self) -> int:
         """Side of a training crop: P + 2 margin (HR pixels)."""
         return self.patch_size + 2 * self.margin
+
+    @property
+    def channels(self) -> int:
+        """Channels of a record: 3 for RGB sets (``data.lr_from=rgb``), else 1."""
+        return 3 if self.channel == CHANNEL_RGB else 1
 
     @property
     def record(self) -> int:
@@ -176,9 +184,11 @@ def grid_positions(height: int, width: int, crop: int, stride: int, align: int =
     return [(y, x) for y in axis(height) for x in axis(width)]
 
 
-def serialize_patches(index: int, hr: np.ndarray, lr: np.ndarray | None, params: PatchParams):
+def serialize_patches(
+    index: int, hr: np.ndarray, lr: np.ndarray | None, params: PatchParams, gray: bool = False
+):
     """Serialized Examples of every grid record (patch or sub-image) of one image (Y uint8
-    ``[H, W]``)."""
+    ``[H, W]``, or RGB ``[H, W, 3]`` with ``gray`` for an RGB set)."""
     s, side = params.scale, params.record
     align = s if lr is not None else 1
     stride = max(align, params.stride // align * align)
@@ -192,6 +202,8 @@ def serialize_patches(index: int, hr: np.ndarray, lr: np.ndarray | None, params:
             "y": _int64(y),
             "x": _int64(x),
         }
+        if params.channels == 3:
+            feat["gray"] = _int64(gray)
         if lr is not None:
             p = side // s
             feat["lr"] = _bytes(lr[y // s : y // s + p, x // s : x // s + p].tobytes())
@@ -297,14 +309,17 @@ def _write_buckets(images, work, params, num_shards, rng, workers, progress) -> 
     lr_dir = params.lr_dir
 
     def decode(i):
-        return i, load_y_pair(images.files[i], lr_dir, params.scale)
+        if params.channels == 3:
+            rgb, gray = load_rgb(images.files[i])
+            return i, (rgb, None, gray)
+        return i, (*load_y_pair(images.files[i], lr_dir, params.scale), False)
 
     try:
         with ThreadPoolExecutor(max(1, workers)) as pool:
             decoded = pool.map(decode, order)
             bar = tqdm(decoded, total=len(order), desc="patches", unit="img", disable=not progress)
-            for i, (hr, lr) in bar:
-                records = serialize_patches(int(i), hr, lr, params)
+            for i, (hr, lr, gray) in bar:
+                records = serialize_patches(int(i), hr, lr, params, gray)
                 counts[i] = len(records)
                 offset = int(rng.integers(num_shards))
                 for k, j in enumerate(rng.permutation(len(records))):
@@ -756,11 +771,13 @@ def _feature_spec():
         "image": tf.io.FixedLenFeature([], tf.int64),
         "y": tf.io.FixedLenFeature([], tf.int64),
         "x": tf.io.FixedLenFeature([], tf.int64),
+        "gray": tf.io.FixedLenFeature([], tf.int64, default_value=0),  # RGB sets only
     }
 
 
-def _decode_raw(raw, height, width, want: int) -> tf.Tensor:
-    """uint8 ``[B, want, want, 1]`` from a batch of byte strings, checked against stored shapes."""
+def _decode_raw(raw, height, width, want: int, channels: int = 1) -> tf.Tensor:
+    """uint8 ``[B, want, want, channels]`` from a batch of byte strings, checked against stored
+    shapes."""
     check = tf.debugging.assert_equal(
         tf.stack([height, width]),
         tf.cast(want, tf.int64),
@@ -769,21 +786,26 @@ def _decode_raw(raw, height, width, want: int) -> tf.Tensor:
     with tf.control_dependencies([check]):
         flat = tf.io.decode_raw(raw, tf.uint8)
     batch = raw.shape[0] if raw.shape[0] is not None else -1  # keep a static batch size
-    return tf.reshape(flat, [batch, want, want, 1])
+    return tf.reshape(flat, [batch, want, want, channels])
 
 
 def parse_batch(serialized: tf.Tensor, params: PatchParams) -> dict[str, tf.Tensor]:
     """Parse a batch of serialized Examples (one vectorised ``parse_example``).
 
     Returns:
-        ``{"hr": uint8 [B, R, R, 1], "image": int32 [B]}`` plus ``"lr": uint8 [B, R/s, R/s, 1]``
-        for shards built from pre-made LR; R = ``params.record`` (the crop, or the sub-image).
+        ``{"hr": uint8 [B, R, R, C], "image": int32 [B]}`` plus ``"lr": uint8 [B, R/s, R/s, 1]``
+        for shards built from pre-made LR, and ``"gray"`` bool ``[B]`` for RGB sets (C = 3);
+        R = ``params.record`` (the crop, or the sub-image).
     """
     f = tf.io.parse_example(serialized, _feature_spec())
     out = {
-        "hr": _decode_raw(f["hr"], f["hr_height"], f["hr_width"], params.record),
+        "hr": _decode_raw(
+            f["hr"], f["hr_height"], f["hr_width"], params.record, params.channels
+        ),
         "image": tf.cast(f["image"], tf.int32),
     }
+    if params.channels == 3:
+        out["gray"] = f["gray"] > 0
     if params.lr_dir is not None:
         p = params.record // params.scale
         out["lr"] = _decode_raw(f["lr"], f["lr_height"], f["lr_width"], p)
@@ -794,14 +816,14 @@ def random_crops(batch: dict[str, tf.Tensor], params: PatchParams, seed=None) ->
     """One crop per sub-image at a uniformly random position, vectorised over the batch.
 
     Args:
-        batch: :func:`parse_batch` of sub-image records: ``hr`` uint8 ``[B, S, S, 1]`` (and
+        batch: :func:`parse_batch` of sub-image records: ``hr`` uint8 ``[B, S, S, C]`` (and
             ``lr`` uint8 ``[B, S/s, S/s, 1]``).
         params: the set's parameters (crop side, scale, alignment).
         seed: None for TensorFlow's stateful generator, or an int ``[2]`` stateless seed: the
             positions are then a function of the seed alone.
 
     Returns:
-        The batch with ``hr`` uint8 ``[B, crop, crop, 1]`` (``lr`` ``[B, P/s, P/s, 1]``), the
+        The batch with ``hr`` uint8 ``[B, crop, crop, C]`` (``lr`` ``[B, P/s, P/s, 1]``), the
         crop's top-left corner uniform over the multiples of ``params.align`` in
         ``[0, S - crop]`` on each axis, independently per sample.
     """
@@ -816,8 +838,8 @@ def random_crops(batch: dict[str, tf.Tensor], params: PatchParams, seed=None) ->
     def cut(image, offsets, side):
         rows = offsets[0][:, tf.newaxis] + tf.range(side)  # [B, side]
         cols = offsets[1][:, tf.newaxis] + tf.range(side)
-        image = tf.gather(image, rows, axis=1, batch_dims=1)  # [B, side, S, 1]
-        return tf.gather(image, cols, axis=2, batch_dims=1)  # [B, side, side, 1]
+        image = tf.gather(image, rows, axis=1, batch_dims=1)  # [B, side, S, C]
+        return tf.gather(image, cols, axis=2, batch_dims=1)  # [B, side, side, C]
 
     out = dict(batch, hr=cut(hr, offsets * a, crop))
     if "lr" in batch:
@@ -924,10 +946,15 @@ def _compare_with_sources(out_dir, manifest: dict, count: int, seed: int | None)
         rec = parse_batch(serialized, params)
         i, y, x = int(f["image"][0]), int(f["y"][0]), int(f["x"][0])
         if i not in cache:
-            cache = {i: load_y_pair(folder / manifest["images"][i], params.lr_dir, params.scale)}
+            path = folder / manifest["images"][i]
+            if params.channels == 3:
+                cache = {i: (load_rgb(path)[0], None)}
+            else:
+                cache = {i: load_y_pair(path, params.lr_dir, params.scale)}
         hr, lr = cache[i]
         c = params.record
-        if not np.array_equal(rec["hr"][0, ..., 0].numpy(), hr[y : y + c, x : x + c]):
+        got = rec["hr"][0].numpy() if params.channels == 3 else rec["hr"][0, ..., 0].numpy()
+        if not np.array_equal(got, hr[y : y + c, x : x + c]):
             raise ValueError(
                 f"record of {manifest['images'][i]} at y={y}, x={x} differs from the source: "
                 f"rebuild the shards with scripts/make_tfrecords.py"
@@ -961,8 +988,8 @@ class TFRecordConfig(DataConfig):
     # records: 0, the crops themselves (patches on the grid); S > 0, S x S sub-images with one
     # crop cut at a random position inside each when read (BasicSR's layout)
     subimage_size: int = 0
-    # read-time shuffle buffer, in patches' worth of memory (2048 x 112 x 112 B = 26 MB); with
-    # sub-images it holds as many sub-images as fit in that memory
+    # read-time shuffle buffer, in Y patches' worth of memory (2048 x 112 x 112 B = 26 MB); with
+    # sub-images or RGB records it holds as many records as fit in that memory
     shuffle_buffer: int = 2048
     write_workers: int = 2  # decode threads while writing shards
 
@@ -979,8 +1006,8 @@ class TFRecordSource(PatchSource):
             :func:`full_coverage_stride`, and with sub-images at most that).
         subimage_size: 0 (records are the crops) or the side S of sub-image records, at least
             the crop (``patch_size + 2 margin``) and a multiple of ``scale`` with ``lr_dir``.
-        shuffle_buffer: read-time shuffle buffer in patches' worth of memory (0 or 1: none);
-            with sub-images ``max(1, shuffle_buffer * crop^2 // S^2)`` sub-images.
+        shuffle_buffer: read-time shuffle buffer in Y patches' worth of memory (0 or 1: none);
+            with sub-images or RGB records :attr:`buffer_records` records.
         write_workers: decode threads while writing shards (>= 1).
 
     Raises:
@@ -1052,16 +1079,19 @@ class TFRecordSource(PatchSource):
             margin=self.margin,
             stride=self.stride,
             lr_dir=str(self.lr_dir) if self.lr_dir else None,
+            channel=CHANNEL_RGB if self.channels == 3 else CHANNEL,
             subimage=self.subimage_size,
         )
 
     @property
     def buffer_records(self) -> int:
-        """Records in the read-time shuffle buffer: ``shuffle_buffer``, or with sub-images as
-        many as fit in the memory of ``shuffle_buffer`` crops (at least 1)."""
-        if not self.subimage_size:
+        """Records in the read-time shuffle buffer: as many as fit in the memory of
+        ``shuffle_buffer`` one-channel crops (at least 1): ``shuffle_buffer`` itself for Y
+        patches, fewer for sub-images or RGB records."""
+        if self.shuffle_buffer <= 1:
             return self.shuffle_buffer
-        return max(1, self.shuffle_buffer * self.crop**2 // self.subimage_size**2)
+        record = self.params().record
+        return max(1, self.shuffle_buffer * self.crop**2 // (record**2 * self.channels))
 
     def check_images(self) -> None:
         """With sub-images, every training image must hold one (checked at start-up).
