@@ -273,7 +273,9 @@ def run_worker(name: str, a) -> dict:
         "rss_start_mb": rss0,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_s_per_1000": 1000 * cpu / total,
-        "shard_bytes": sum(p.stat().st_size for p in shards.glob("*.tfrecord")) if shards else None,
+        "shard_bytes": sum(p.stat().st_size for p in shards.glob("*.tfrecord"))
+        if shards
+        else None,
     }
 
 

@@ -67,7 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=600, help="training steps of every run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", help="a subset of the study's variants, in order")
-    parser.add_argument("--folders", nargs="+", default=[str(SHARED / "Set5"), str(SHARED / "Set14")])
+    parser.add_argument(
+        "--folders", nargs="+", default=[str(SHARED / "Set5"), str(SHARED / "Set14")]
+    )
     parser.add_argument("--out", default=str(PROJECT_ROOT / "docs" / "perf"))
     parser.add_argument("--runs", help="folder of the training runs (default: a temporary one)")
     parser.add_argument("overrides", nargs="*", help="more train.py overrides for every run")
@@ -114,7 +116,9 @@ def score(run_dir: Path, folders: list[str]) -> dict:
     from sr.train.checkpoint import load_model_from_run, model_label
 
     model, cfg, step = load_model_from_run(run_dir, weights="live")
-    res = evaluate(model, folders, int(cfg.data.scale), model_label(model), step, None, progress=False)
+    res = evaluate(
+        model, folders, int(cfg.data.scale), model_label(model), step, None, progress=False
+    )
     keys = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic", "n", "step")
     return {name: {k: r[k] for k in keys} for name, r in res.items()}
 
@@ -151,7 +155,9 @@ def main(argv=None) -> int:
     folders = list(rows[0]["scores"])
     by = {(r["variant"], r["seed"]): r["scores"] for r in rows}
     base = args.variants[0]
-    described = ", ".join(f"`{v}` ({' '.join(o) or 'the recipe as is'})" for v, o in variants.items())
+    described = ", ".join(
+        f"`{v}` ({' '.join(o) or 'the recipe as is'})" for v, o in variants.items()
+    )
     lines = [
         f"`{args.study}`: {described}; "
         f"`experiment={RECIPE}` at {args.steps} steps (warm-up "

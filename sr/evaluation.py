@@ -45,6 +45,10 @@ from sr.data.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.data.images import ImageFolderError, list_images, load_image
 from sr.metrics import psnr, ssim
 
+METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
+"""The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
+and of bicubic, on Y with ``scale`` border pixels cropped."""
+
 
 def modcrop(image: np.ndarray, scale: int) -> np.ndarray:
     """Crop ``[H, W, ...]`` to the largest multiple of ``scale`` (top-left kept)."""
@@ -138,12 +142,8 @@ def evaluate_images(model, files, scale: int, keep: int = 0) -> dict:
             if len(panels) < keep:
                 panels.append((name, item.bicubic_y, sr_y, item.hr_y))
         per_image[name] = row
-    result = {"n": len(per_image), "per_image": per_image, "panels": panels}
-    for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
-        values = [r[key] for r in per_image.values() if key in r]
-        if values:
-            result[key] = float(np.mean(values))
-    return result
+    means = _means(per_image.values())
+    return {"n": len(per_image), "per_image": per_image, "panels": panels, **means}
 
 
 def evaluate_folder(model, folder: str | os.PathLike, scale: int, keep: int = 0) -> dict:
@@ -186,7 +186,7 @@ class _Frame:
 
 def _means(rows) -> dict:
     result = {}
-    for key in ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic"):
+    for key in METRICS:
         values = [r[key] for r in rows if key in r]
         if values:
             result[key] = float(np.mean(values))

@@ -46,10 +46,9 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from sr.data.images import ImageFolderError, list_images
-from sr.evaluation import evaluate_images, evaluate_sequences
+from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
 
 BICUBIC = "bicubic"
-METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 
 
 def folder_names(folders: Iterable[str | os.PathLike]) -> dict[str, Path]:

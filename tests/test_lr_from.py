@@ -47,9 +47,7 @@ def test_rgb_pairs_are_the_evaluation_lr_at_the_crop_and_commute_with_flips():
     ev = prepare(image, S)
     p, c = 24, 24 * S + 2 * M
     for y, x in [(0, 0), (40, 64), (200 - c, 200 - c)]:
-        lr, hr = make_pairs(
-            _crop(image, y, x, c), S, M, flip=False, gray=tf.constant([False])
-        )
+        lr, hr = make_pairs(_crop(image, y, x, c), S, M, flip=False, gray=tf.constant([False]))
         want = ev.lr_y[(y + M) // S : (y + M) // S + p, (x + M) // S : (x + M) // S + p]
         np.testing.assert_allclose(lr[0, ..., 0].numpy() * 255, want, atol=1e-3)
         want_hr = y_channel(image[y + M : y + c - M, x + M : x + c - M])
@@ -88,7 +86,11 @@ def _source(compose, photo_dir, tmp_path, mode, *extra):
         "data.batch_size=8",
         "data.patch_size=32",
         "data.flip=false",
-        *([f"data.tfrecord_dir={tmp_path / 'set'}", "data.num_shards=2"] if mode == "tfrecord" else []),
+        *(
+            [f"data.tfrecord_dir={tmp_path / 'set'}", "data.num_shards=2"]
+            if mode == "tfrecord"
+            else []
+        ),
         *extra,
     )
     source = sr.config.build_source(cfg)

@@ -1,5 +1,5 @@
-"""Sub-image TFRecord layout (``data.subimage_size``): records, coverage, random crops in the graph,
-resume, and the start-up checks."""
+"""Sub-image TFRecord layout (``data.subimage_size``): records, coverage, random crops in the
+graph, resume, and the start-up checks."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def test_records_are_exact_sub_images_and_cover_every_crop_position(compose, pho
     crop = params.crop  # 32 + 2 x 8
     assert (params.subimage, params.stride) == (80, 80 - crop + 1)
     manifest = tfrecord.read_manifest(source.tfrecord_dir)
-    assert tfrecord.verify_shards(source.tfrecord_dir, count=manifest["records"]) == manifest[
-        "records"
-    ]
+    assert (
+        tfrecord.verify_shards(source.tfrecord_dir, count=manifest["records"])
+        == manifest["records"]
+    )
     # every crop position of every image lies inside one of that image's sub-images
     corners: dict[int, list] = {}
     for name in tfrecord.shard_files(source.tfrecord_dir, manifest):
@@ -90,6 +91,7 @@ def test_read_crops_are_uniform_inside_their_sub_image_and_seeded(compose, photo
     again = list(again.patch_dataset().take(40))
     for a, b in zip(batches, again):
         np.testing.assert_array_equal(a["hr"], b["hr"])
+
     def read():
         manifest = tfrecord.read_manifest(source.tfrecord_dir)
         return tfrecord.read_patches(
@@ -138,7 +140,12 @@ def test_pre_made_lr_crops_stay_aligned_with_their_hr(compose, photo_dir, tmp_pa
     [
         (40, (), ConfigError, "smaller than the crop 48"),
         (80, ("data.stride=40",), ConfigError, "use at most 33"),
-        (170, (), ConfigError, r"than 7 image\(s\) .*astronaut_00.png \(168x160\).*use at most 160"),
+        (
+            170,
+            (),
+            ConfigError,
+            r"than 7 image\(s\) .*astronaut_00.png \(168x160\).*use at most 160",
+        ),
     ],
 )
 def test_bad_sub_image_settings_are_refused_at_start_up(
@@ -158,7 +165,10 @@ def test_a_patch_set_written_before_sub_images_existed_is_still_fresh(
     manifest = json.loads(path.read_text())
     del manifest["params"]["subimage"]  # as an older version wrote it
     path.write_text(json.dumps(manifest))
-    assert tfrecord.stale_reason(manifest, source.tfrecord_dir, source.images, source.params()) is None
+    assert (
+        tfrecord.stale_reason(manifest, source.tfrecord_dir, source.images, source.params())
+        is None
+    )
     # and the sub-image layout is another set: it is rebuilt
     sub = _source(compose, photo_dir, tmp_path)
     assert tfrecord.read_manifest(sub.tfrecord_dir)["params"]["subimage"] == 80
@@ -167,4 +177,9 @@ def test_a_patch_set_written_before_sub_images_existed_is_still_fresh(
 def test_memory_of_the_shuffle_buffer_is_that_of_the_patches(compose, photo_dir, tmp_path):
     source = _source(compose, photo_dir, tmp_path, "data.shuffle_buffer=100")
     assert source.buffer_records == 100 * 48**2 // 80**2
-    assert _source(compose, photo_dir, tmp_path / "p", "data.shuffle_buffer=100", subimage=0).buffer_records == 100
+    assert (
+        _source(
+            compose, photo_dir, tmp_path / "p", "data.shuffle_buffer=100", subimage=0
+        ).buffer_records
+        == 100
+    )

@@ -118,7 +118,9 @@ class PatchPool:
 
     def _nbytes(self, i: int) -> int:
         h, w = self.images.sizes[i]
-        return h * w * self.channels + ((h // self.scale) * (w // self.scale) if self.lr_dir else 0)
+        return h * w * self.channels + (
+            (h // self.scale) * (w // self.scale) if self.lr_dir else 0
+        )
 
     def epoch_order(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """The order in which the ``n`` items enter the pool in one epoch: a uniform random
@@ -213,8 +215,8 @@ class PatchPool:
     def __call__(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         """Yield batches from batch number ``start`` on (0: the stream's beginning):
         ``{"hr": uint8 [B, crop, crop, C], "image": int32 [B]}``, plus ``"lr"`` uint8
-        ``[B, p, p, 1]`` with pre-made LR and ``"gray"`` bool ``[B]`` with 3 channels. Images are decoded ahead in threads (at most
-        ``2 * decode_workers`` beyond the pool)."""
+        ``[B, p, p, 1]`` with pre-made LR and ``"gray"`` bool ``[B]`` with 3 channels. Images
+        are decoded ahead in threads (at most ``2 * decode_workers`` beyond the pool)."""
         plans = self.plans()
         t0 = time.perf_counter()
         first = next(plans)

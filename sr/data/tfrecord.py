@@ -799,9 +799,7 @@ def parse_batch(serialized: tf.Tensor, params: PatchParams) -> dict[str, tf.Tens
     """
     f = tf.io.parse_example(serialized, _feature_spec())
     out = {
-        "hr": _decode_raw(
-            f["hr"], f["hr_height"], f["hr_width"], params.record, params.channels
-        ),
+        "hr": _decode_raw(f["hr"], f["hr_height"], f["hr_width"], params.record, params.channels),
         "image": tf.cast(f["image"], tf.int32),
     }
     if params.channels == 3:
@@ -843,7 +841,9 @@ def random_crops(batch: dict[str, tf.Tensor], params: PatchParams, seed=None) ->
 
     out = dict(batch, hr=cut(hr, offsets * a, crop))
     if "lr" in batch:
-        out["lr"] = cut(batch["lr"], offsets * (a // params.scale), params.patch_size // params.scale)
+        out["lr"] = cut(
+            batch["lr"], offsets * (a // params.scale), params.patch_size // params.scale
+        )
     return out
 
 

@@ -16,11 +16,10 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from sr.data.images import ImageFolderError
+from sr.evaluation import METRICS
 from sr.train import distribute
 from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager, read_data_state
 from sr.train.timing import StepTimer
-
-METRIC_KEYS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")  # of a validation
 
 log = logging.getLogger(__name__)
 
@@ -651,7 +650,7 @@ class Trainer:
             finally:
                 for variable, value in zip(self.model.trainable_variables, trained):
                     variable.assign(value)
-            res.update({f"ema_{key}": averaged[key] for key in METRIC_KEYS})
+            res.update({f"ema_{key}": averaged[key] for key in METRICS})
         return res
 
     def _evaluate(self, tag: str, what: str) -> dict:
@@ -660,7 +659,7 @@ class Trainer:
         res = self.loader.evaluate(self.model, keep=self.cfg.train.val_images)
         step = int(self.step.numpy())
         with self.writer.as_default(step=step):
-            for key in METRIC_KEYS:
+            for key in METRICS:
                 tf.summary.scalar(f"{tag}/{key}", res[key])
             for name, bicubic, sr, hr in res["panels"]:
                 tf.summary.image(
@@ -860,7 +859,7 @@ class Trainer:
                 data_wait_share=summary.data_wait_share,
                 patches_per_sec=summary.patches_per_sec,
             )
-        for key in (*METRIC_KEYS, "ema_psnr", "ema_ssim"):
+        for key in (*METRICS, "ema_psnr", "ema_ssim"):
             if key in res:
                 final[f"val/{key}"] = res[key]
         self._write_hparams(final)
