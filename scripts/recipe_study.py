@@ -1,8 +1,9 @@
 """Data choices of the quality recipe compared at equal steps, over several seeds (issue 11).
 
     python scripts/recipe_study.py crops                      # 600 steps, seeds 0 1 2
-    python scripts/recipe_study.py crops --steps 2300 --seeds 0 --variants grid subimage
     python scripts/recipe_study.py lr_order --steps 600 --seeds 0 1 2 --runs DIR
+    python scripts/recipe_study.py crops --steps 2300 --seeds 0 --images 18 \
+        --variants grid subimage
 
 Every run is ``python train.py experiment=cpu20_hr_sample`` (edsr_lite 16x48 on the 80
 photographs of ``../shared/datasets/hr_sample``, batch 16, L1, Adam, cosine) with the step
@@ -14,9 +15,17 @@ that reaches N steps in its budget. The variants differ only by their overrides:
 - ``crops``: where patches are cut. ``grid``: ``data=tfrecord``, the shards' patches at fixed
   grid positions (stride 64). ``generator``: ``data=generator``, random positions in decoded
   images. ``subimage``: ``data=tfrecord data.subimage_size=384``, shards of sub-images with a
-  random crop inside each in the tf.data graph (BasicSR's layout).
+  random crop inside each in the tf.data graph (BasicSR's layout; BasicSR cuts DIV2K into 480,
+  but one of the 80 photographs is only 426 pixels high).
 - ``lr_order``: how the LR is made. ``y``: LR from the rounded Y of the HR (the default).
   ``rgb``: ``data.lr_from=rgb``, LR from the RGB HR then Y, the evaluation's order.
+
+``--images N`` trains on the first N photographs (name order) only, so that a run of few steps
+sees every stored patch as often as a long run does: with 18 photographs (3,264 grid patches),
+2,300 steps of 16 patches go over the grid 11.3 times, about as often as the recipe's 10,500
+steps over the 80 photographs (14,432 patches, 11.6 times) and more often than EDSR's 300,000
+steps over DIV2K's 800 images (about 9 times at stride 64). Where patches are cut matters
+through those repeats.
 
 Each run is scored on Set5 and Set14 (``sr.results.evaluate``: Y of BT.601, MATLAB bicubic LR,
 ``scale`` pixels of border cropped). Runs of equal settings are shared between studies (the
@@ -68,6 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", help="a subset of the study's variants, in order")
     parser.add_argument(
+        "--images", type=int, help="train on the first N photographs of the recipe's folder"
+    )
+    parser.add_argument(
         "--folders", nargs="+", default=[str(SHARED / "Set5"), str(SHARED / "Set14")]
     )
     parser.add_argument("--out", default=str(PROJECT_ROOT / "docs" / "perf"))
@@ -82,10 +94,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def run_name(overrides: list[str], steps: int, seed: int) -> str:
+def subset(folder: Path, n: int, runs: Path) -> Path:
+    """A folder of links to the first ``n`` images of ``folder`` (name order), in ``runs``."""
+    from sr.data.images import list_images
+
+    files = list_images(folder)
+    if n > len(files):
+        raise SystemExit(f"--images {n}: {folder} holds {len(files)} images")
+    out = runs / f"{folder.name}_first{n}"
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files[:n]:
+        if not (out / f.name).exists():
+            (out / f.name).symlink_to(f.resolve())
+    return out
+
+
+def run_name(overrides: list[str], steps: int, seed: int, images: int | None = None) -> str:
     """A run's folder name, from what it changes in the recipe (``data=tfrecord`` is the recipe's
     own data mode), so that two studies share the runs of equal settings."""
     changes = [o.split(".")[-1] for o in overrides if o != "data=tfrecord"]
+    changes += [f"images{images}"] if images else []
     return "_".join(["recipe", *changes, str(steps), f"seed{seed}"])
 
 
@@ -132,10 +160,13 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="recipe_study_"))
     variants = {v: STUDIES[args.study][v] for v in args.variants}
+    if args.images:
+        folder = subset(SHARED / "hr_sample", args.images, runs)
+        args.overrides = [f"data.hr_dir={folder}", *args.overrides]
     rows = []
     for seed in args.seeds:
         for name, overrides in variants.items():
-            run_dir = runs / run_name(overrides, args.steps, seed)
+            run_dir = runs / run_name(overrides, args.steps, seed, args.images)
             done = run_dir / "checkpoints" / f"ckpt-{args.steps}.index"
             seconds = float("nan")
             if not done.is_file():
@@ -162,6 +193,7 @@ def main(argv=None) -> int:
         f"`{args.study}`: {described}; "
         f"`experiment={RECIPE}` at {args.steps} steps (warm-up "
         f"{round(RECIPE_WARMUP * args.steps / RECIPE_STEPS)}), seeds {args.seeds}"
+        + (f", the first {args.images} photographs" if args.images else "")
         + (f", overrides {' '.join(args.overrides)}" if args.overrides else "")
         + f". Y PSNR (dB), trained weights; differences from `{base}` paired by seed.",
         "",
@@ -186,11 +218,12 @@ def main(argv=None) -> int:
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.study}_{args.steps}"
+    stem = f"{args.study}_{args.steps}" + (f"_images{args.images}" if args.images else "")
     report = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "study": args.study,
         "steps": args.steps,
+        "images": args.images,
         "seeds": args.seeds,
         "variants": variants,
         "overrides": args.overrides,
