@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from sr.inference import receptive_radius
 from sr.models import PixelShuffle, build_edsr, build_espcn
-from sr.models.layers import UpSampling2D
+from sr.models.layers import UpSampling2D, bicubic_upscale_graph, keys_cubic
 
 
 @pytest.mark.parametrize("build", [build_espcn, build_edsr])
@@ -57,7 +57,10 @@ def test_upsampling_is_keras_on_any_size_and_reaches_what_the_tiler_assumes(inte
     x = np.random.default_rng(2).random((1, 15, 15, 1), dtype=np.float32)
     out = model(x).numpy()
     keras_out = keras.layers.UpSampling2D(3, interpolation=interpolation)(x).numpy()
-    np.testing.assert_array_equal(out, keras_out)
+    # bicubic is computed exactly (bicubic_upscale_graph); ResizeBicubic looks Keys' weights up
+    # in a 1024-entry table, which holds the x3 phases (1/3, 2/3) only approximately
+    atol = 1e-3 if interpolation == "bicubic" else 0
+    np.testing.assert_allclose(out, keras_out, rtol=0, atol=atol)
     # traced for any size, as sr.inference.Upscaler does (Keras 3.15's own layer fails there
     # for every interpolation but nearest)
     spec = tf.TensorSpec([1, None, None, 1], tf.float32)
@@ -75,3 +78,51 @@ def test_upsampling_is_keras_on_any_size_and_reaches_what_the_tiler_assumes(inte
 def test_edsr_rejects_unsupported_scale():
     with pytest.raises(ValueError, match="scales 2, 3, 4 and 8"):
         build_edsr(scale=5)
+
+
+def _bicubic_reference(x: np.ndarray, s: int) -> np.ndarray:
+    """Bicubic x s of ``[h, w]`` by its definition, in float64: each output pixel at input
+    coordinate ``(o + 0.5) / s - 0.5`` weighs the input pixels by Keys' kernel (a = -0.5), taps
+    outside the image dropped and the rest renormalised (``ResizeBicubic``'s borders)."""
+
+    def matrix(n):
+        o = (np.arange(s * n) + 0.5) / s - 0.5
+        weights = keys_cubic(o[:, None] - np.arange(n)[None, :])
+        return weights / weights.sum(axis=1, keepdims=True)
+
+    return matrix(x.shape[0]) @ x @ matrix(x.shape[1]).T
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+def test_graph_bicubic_is_the_definition_and_resize_bicubic_and_compiles_under_xla(scale):
+    rng = np.random.default_rng(scale)
+    for h, w in [(1, 1), (2, 3), (5, 7), (24, 24), (17, 40)]:
+        x = rng.random((2, h, w, 3)).astype(np.float32)
+        out = bicubic_upscale_graph(tf.constant(x), scale).numpy()
+        assert out.shape == (2, scale * h, scale * w, 3)
+        for b in range(2):
+            for c in range(3):
+                want = _bicubic_reference(x[b, :, :, c].astype(np.float64), scale)
+                np.testing.assert_allclose(out[b, :, :, c], want, rtol=0, atol=2e-6)
+        resized = tf.image.resize(x, [scale * h, scale * w], "bicubic").numpy()
+        np.testing.assert_allclose(out, resized, rtol=0, atol=1e-6 if scale != 3 else 1e-3)
+    compiled = tf.function(lambda t: bicubic_upscale_graph(t, scale), jit_compile=True)
+    np.testing.assert_allclose(compiled(tf.constant(x)).numpy(), out, rtol=0, atol=1e-6)
+
+
+def test_edsr_with_a_bicubic_skip_trains_under_xla():
+    """``ResizeBicubic`` has no XLA kernel: the bicubic skip of edsr_lite once failed to compile
+    with ``train.xla=true`` on every device."""
+    model = build_edsr(scale=4, features=8, blocks=1, direct_upsample=True, bicubic_skip=True)
+    x = tf.constant(np.random.default_rng(0).random((2, 12, 12, 1)), tf.float32)
+
+    def loss_and_grads(t):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.abs(model(t, training=True) - 0.5))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    eager_loss, eager_grads = loss_and_grads(x)
+    xla_loss, xla_grads = tf.function(loss_and_grads, jit_compile=True)(x)
+    np.testing.assert_allclose(xla_loss.numpy(), eager_loss.numpy(), rtol=1e-5)
+    for a, b in zip(xla_grads, eager_grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-6)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -22,21 +23,86 @@ class PixelShuffle(keras.layers.Layer):
         return {**super().get_config(), "factor": self.factor}
 
 
+def keys_cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
+    """Keys' cubic convolution kernel (R. Keys, IEEE TASSP 1981) at offsets ``x`` (pixels);
+    a = -0.5 is the kernel of MATLAB ``imresize`` and of ``tf.image.resize(..., "bicubic")``."""
+    t = np.abs(x)
+    near = (a + 2) * t**3 - (a + 3) * t**2 + 1
+    far = a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+
+def upscale_taps(factor: int) -> np.ndarray:
+    """The taps of an integer bicubic upscaling along one axis with half-pixel centres: float64
+    ``[5, factor]``, column r the weights of input pixels k - 2 .. k + 2 for output pixel
+    ``factor k + r`` (which sits at input coordinate ``k + (2 r + 1 - factor) / (2 factor)``)."""
+    taps = np.zeros((5, factor))
+    for r in range(factor):
+        d = (2 * r + 1 - factor) / (2 * factor)
+        taps[:, r] = keys_cubic(np.arange(-2, 3) - d)
+    return taps
+
+
+def bicubic_upscale_graph(x: tf.Tensor, factor: int) -> tf.Tensor:
+    """``tf.image.resize(x, factor * size, "bicubic")`` from ops that XLA compiles.
+
+    ``ResizeBicubic`` has no XLA kernel, so a model that contains it cannot be trained with
+    ``train.xla=true`` on any device. This computes the same separable resampling (half-pixel
+    centres, Keys' a = -0.5; the kernel's taps outside the image are dropped and the rest
+    renormalised, as ``ResizeBicubic`` does) as two 5-tap convolutions, one output channel per
+    phase, whose phases are then interleaved; the renormalisation divides by the same
+    convolutions of an all-ones image. Equal to ``tf.image.resize`` within float32 rounding
+    (``tests/test_models.py``).
+
+    Args:
+        x: float ``[B, h, w, C]``, any h, w >= 1 (dynamic sizes allowed).
+        factor: integer scale s >= 1.
+
+    Returns:
+        ``[B, s h, s w, C]``, of ``x``'s dtype.
+    """
+    s = int(factor)
+    taps = tf.constant(upscale_taps(s), x.dtype)  # [5, s]
+    shape = tf.shape(x)
+    b, h, w, c = shape[0], shape[1], shape[2], shape[3]
+    planes = tf.reshape(tf.transpose(x, [0, 3, 1, 2]), [-1, h, w, 1])  # [B C, h, w, 1]
+
+    def along_rows(t, n):  # [N, n, m, 1] -> [N, s n, m, 1], renormalised at the borders
+        kernel = tf.reshape(taps, [5, 1, 1, s])
+        out = tf.nn.conv2d(t, kernel, 1, padding=[[0, 0], [2, 2], [0, 0], [0, 0]])
+        ones = tf.ones([1, n, 1, 1], x.dtype)
+        norm = tf.nn.conv2d(ones, kernel, 1, padding=[[0, 0], [2, 2], [0, 0], [0, 0]])
+        out = out / norm  # [N, n, m, s]
+        m = tf.shape(t)[2]
+        return tf.reshape(tf.transpose(out, [0, 1, 3, 2]), [-1, s * n, m, 1])
+
+    def transpose(t):
+        return tf.transpose(t, [0, 2, 1, 3])
+
+    up = transpose(along_rows(transpose(along_rows(planes, h)), w))  # [B C, s h, s w, 1]
+    return tf.transpose(tf.reshape(up, [b, c, s * h, s * w]), [0, 2, 3, 1])
+
+
 @keras.saving.register_keras_serializable(package="sr")
 class UpSampling2D(keras.layers.UpSampling2D):
     """``keras.layers.UpSampling2D`` (channels last) that also runs in a ``tf.function`` on
-    inputs of unknown height and width, as :class:`sr.inference.Upscaler` traces the model.
+    inputs of unknown height and width, as :class:`sr.inference.Upscaler` traces the model, and
+    compiles under XLA.
 
     Keras 3.15's ``ops.image.resize`` compares the output size with 0 in Python, which fails on
     a symbolic size (keras-team/keras PR #22079); this layer calls the same ``tf.image.resize``
     directly (half-pixel centres, no antialiasing; bicubic is Keys' cubic with a = -0.5), so its
     output is the Keras layer's: ``[B, h, w, C]`` to ``[B, s h, s w, C]``, float32 for every
-    interpolation but nearest.
+    interpolation but nearest. Bicubic with equal integer factors is computed by
+    :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel).
     """
 
     def call(self, x):
         if self.interpolation == "nearest" or self.data_format != "channels_last":
             return super().call(x)
+        fy, fx = self.size
+        if self.interpolation == "bicubic" and fy == fx and int(fy) == fy:
+            return bicubic_upscale_graph(tf.cast(x, tf.float32), int(fy))
         size = tf.shape(x)[1:3] * tf.constant(self.size, dtype=tf.int32)
         return tf.image.resize(x, size, method=self.interpolation)
 
