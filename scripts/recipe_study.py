@@ -2,7 +2,7 @@
 
     python scripts/recipe_study.py crops                      # 600 steps, seeds 0 1 2
     python scripts/recipe_study.py lr_order --steps 600 --seeds 0 1 2 --runs DIR
-    python scripts/recipe_study.py crops --steps 2300 --seeds 0 --images 18 \
+    python scripts/recipe_study.py crops --steps 1800 --seeds 0 --images 14 \
         --variants grid subimage
 
 Every run is ``python train.py experiment=cpu20_hr_sample`` (edsr_lite 16x48 on the 80
@@ -21,8 +21,8 @@ that reaches N steps in its budget. The variants differ only by their overrides:
   ``rgb``: ``data.lr_from=rgb``, LR from the RGB HR then Y, the evaluation's order.
 
 ``--images N`` trains on the first N photographs (name order) only, so that a run of few steps
-sees every stored patch as often as a long run does: with 18 photographs (3,264 grid patches),
-2,300 steps of 16 patches go over the grid 11.3 times, about as often as the recipe's 10,500
+sees every stored patch as often as a long run does: with 14 photographs (2,560 grid patches),
+1,800 steps of 16 patches go over the grid 11.25 times, about as often as the recipe's 10,500
 steps over the 80 photographs (14,432 patches, 11.6 times) and more often than EDSR's 300,000
 steps over DIV2K's 800 images (about 9 times at stride 64). Where patches are cut matters
 through those repeats.
@@ -111,8 +111,9 @@ def subset(folder: Path, n: int, runs: Path) -> Path:
 
 def run_name(overrides: list[str], steps: int, seed: int, images: int | None = None) -> str:
     """A run's folder name, from what it changes in the recipe (``data=tfrecord`` is the recipe's
-    own data mode), so that two studies share the runs of equal settings."""
-    changes = [o.split(".")[-1] for o in overrides if o != "data=tfrecord"]
+    own data mode), so that two studies share the runs of equal settings; no ``=`` (Hydra's
+    override syntax would split ``hydra.run.dir`` there)."""
+    changes = [o.split(".")[-1].replace("=", "-") for o in overrides if o != "data=tfrecord"]
     changes += [f"images{images}"] if images else []
     return "_".join(["recipe", *changes, str(steps), f"seed{seed}"])
 

@@ -291,8 +291,9 @@ class PatchSource(abc.ABC):
             "flip": self.flip,
             "rot90": self.rot90,
             "lr_dir": str(self.lr_dir) if self.lr_dir else None,
-            "lr_from": self.lr_from,
             "images": digest.hexdigest()[:16],
+            # only when not the default: runs saved before the key existed keep their identity
+            **({"lr_from": self.lr_from} if self.lr_from != "y" else {}),
         }
 
     def to_pairs(
