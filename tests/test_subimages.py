@@ -183,3 +183,29 @@ def test_memory_of_the_shuffle_buffer_is_that_of_the_patches(compose, photo_dir,
         ).buffer_records
         == 100
     )
+
+
+def test_each_layout_has_its_own_default_shard_folder(compose, photo_dir):
+    """Runs of one folder with different layouts must not rebuild each other's shards (a reader
+    would find its files replaced); the patch layout keeps the folder it always had."""
+    import hashlib
+
+    def folder(*extra):
+        cfg = compose("data=tfrecord", f"data.hr_dir={photo_dir}", "data.patch_size=32", *extra)
+        return sr.config.build_source(cfg).tfrecord_dir
+
+    digest = hashlib.sha1(str(photo_dir.resolve()).encode()).hexdigest()[:8]
+    patches = folder()
+    assert patches.name == f"hr-{digest}"
+    layouts = {
+        patches,
+        folder("data.subimage_size=80"),
+        folder("data.lr_from=rgb"),
+        folder("data.subimage_size=80", "data.lr_from=rgb"),
+    }
+    assert {p.name for p in layouts} == {
+        f"hr-{digest}",
+        f"hr-{digest}-sub80",
+        f"hr-{digest}-rgb",
+        f"hr-{digest}-sub80-rgb",
+    }

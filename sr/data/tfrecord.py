@@ -979,7 +979,9 @@ def shard_files(out_dir, manifest: dict) -> Sequence[str]:
 class TFRecordConfig(DataConfig):
     """Keys of ``data=tfrecord`` (schema; defaults written here only)."""
 
-    tfrecord_dir: str | None = None  # shard folder; null: <data_root>/tfrecords/<hr_dir>-<hash>
+    # shard folder; null: <data_root>/tfrecords/<hr_dir>-<hash>, plus -sub<S> for sub-images and
+    # -rgb for RGB records, so that runs of different layouts never rebuild each other's shards
+    tfrecord_dir: str | None = None
     data_root: str = "${sr_root:}/data"  # the dataset root (default shard location)
     num_shards: int = 10  # shard files, interleaved in parallel when read
     # grid step between record corners when writing (HR pixels); null: 64 for patches, and for
@@ -1068,8 +1070,13 @@ class TFRecordSource(PatchSource):
         self.tfrecord_dir = Path(tfrecord_dir) if tfrecord_dir else self._default_tfrecord_dir()
 
     def _default_tfrecord_dir(self) -> Path:
+        """``<data_root>/tfrecords/<hr_dir name>-<hash of its path>``, with ``-sub<S>`` and
+        ``-rgb`` for the other layouts: a run reading one layout while another run of the same
+        folder builds a second one would otherwise find its shards replaced under it."""
         digest = hashlib.sha1(str(self.hr_dir.resolve()).encode()).hexdigest()[:8]
-        return self.data_root / "tfrecords" / f"{self.hr_dir.name}-{digest}"
+        layout = f"-sub{self.subimage_size}" if self.subimage_size else ""
+        layout += "-rgb" if self.channels == 3 else ""
+        return self.data_root / "tfrecords" / f"{self.hr_dir.name}-{digest}{layout}"
 
     def params(self) -> PatchParams:
         """What the shards are cut with (stored in the manifest; a change rebuilds them)."""
