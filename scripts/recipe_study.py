@@ -152,9 +152,10 @@ def score(run_dir: Path, folders: list[str]) -> dict:
     return {name: {k: r[k] for k in keys} for name, r in res.items()}
 
 
-def mean_sd(values: list[float]) -> str:
+def mean_sd(values: list[float], sign: str = "") -> str:
+    """``mean ± sample sd`` (3 decimals; ``sign="+"`` signs the mean)."""
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return f"{statistics.mean(values):.3f} ± {sd:.3f}"
+    return f"{statistics.mean(values):{sign}.3f} ± {sd:.3f}"
 
 
 def main(argv=None) -> int:
@@ -210,7 +211,7 @@ def main(argv=None) -> int:
             vals = [by[name, s][f]["psnr"] for s in args.seeds]
             diffs = [by[name, s][f]["psnr"] - by[base, s][f]["psnr"] for s in args.seeds]
             summary.setdefault(name, {})[f] = {"psnr": vals, "diff": diffs}
-            diff = "—" if name == base else mean_sd(diffs)
+            diff = "—" if name == base else mean_sd(diffs, "+")
             cells.append(f"{', '.join(f'{v:.3f}' for v in vals)} | {mean_sd(vals)} | {diff}")
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     bic = rows[0]["scores"]

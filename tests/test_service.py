@@ -147,10 +147,12 @@ def test_workers_do_not_make_the_same_batches(servers, source):
     first, second = iter(ds), iter(ds)
     batches = [_digest(next(it)) for _ in range(12) for it in (first, second)]
     del first, second
-    # seeded (alike) shuffles would repeat about half the batches; independent ones repeat none,
-    # but CI twice saw one batch of 24 repeated (4 records, then 100): one is tolerated, as its
-    # cause is not yet understood (tf.data service retrying a split is a suspect)
-    assert len(set(batches)) >= len(batches) - 1, f"{len(batches) - len(set(batches))} repeated"
+    # seeded (alike) shuffles would repeat about half the batches (12 of 24); independent ones
+    # repeat none, but CI saw one batch of 24 repeated twice, and two under three-way CPU
+    # contention: up to 4 are tolerated, as their cause is not yet understood (tf.data service
+    # retrying a split is a suspect), which still fails the alike shuffles this test is for
+    repeated = len(batches) - len(set(batches))
+    assert repeated <= 4, f"{repeated} of {len(batches)} batches repeated"
 
 
 def test_unsuitable_sharding_and_bad_addresses_are_refused():
