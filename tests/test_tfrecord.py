@@ -315,7 +315,7 @@ def test_a_build_killed_midway_leaves_the_old_set_and_the_next_build_cleans_up(s
     log_file = tmp_path / "child.log"
     with open(log_file, "w") as out:
         child = subprocess.Popen(
-            [sys.executable, "-c", SLOW_BUILD, str(images.folder), str(folder), "2"],
+            [sys.executable, "-c", SLOW_BUILD, str(images.folder), str(folder), "600"],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -352,20 +352,25 @@ RUN = (
 )
 
 SLOW_RUN = r"""
-import json, logging, sys, time
+import json, logging, pathlib, sys, time
 
 import sr.config
 from sr.config import build_source
 from sr.data import tfrecord
 
-hr, out, *run = sys.argv[1:]
+hr, out, gate, *run = sys.argv[1:]
 load = tfrecord.load_y_pair
 
-def slow_load(*args, **kwargs):
-    time.sleep(0.3)  # a build of 7 images takes >= 2 s: the other run surely finds it running
+def gated_load(*args, **kwargs):
+    # Decoding waits until the other run has said it waits for this build: no race on speed.
+    deadline = time.monotonic() + 120
+    while not pathlib.Path(gate).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the other run never waited for this build")
+        time.sleep(0.02)
     return load(*args, **kwargs)
 
-tfrecord.load_y_pair = slow_load
+tfrecord.load_y_pair = gated_load
 logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 cfg = sr.config.compose(*run, f"data.hr_dir={hr}", f"data.tfrecord_dir={out}")
 manifest = build_source(cfg).ensure_shards()
@@ -373,14 +378,26 @@ print("MANIFEST " + json.dumps(manifest), flush=True)
 """
 
 
+class _OpenGateWhenWaiting(logging.Handler):
+    """Creates ``gate`` once this process logs that it waits for another process's build."""
+
+    def __init__(self, gate):
+        super().__init__(logging.INFO)
+        self.gate = gate
+
+    def emit(self, record):
+        if record.getMessage().startswith("waiting for the shard build"):
+            self.gate.touch()
+
+
 def test_two_runs_at_once_build_the_shards_once_and_share_them(photo_dir, tmp_path, caplog):
     """A training run (a child process) builds the missing shards; a second run (this process)
     started meanwhile on the same data finds them missing too, waits for the first build, and
     uses its set: one build, one manifest."""
-    out_dir, log_file = tmp_path / "set", tmp_path / "child.log"
+    out_dir, log_file, gate = tmp_path / "set", tmp_path / "child.log", tmp_path / "gate"
     with open(log_file, "w") as out:
         child = subprocess.Popen(
-            [sys.executable, "-c", SLOW_RUN, str(photo_dir), str(out_dir), *RUN],
+            [sys.executable, "-c", SLOW_RUN, str(photo_dir), str(out_dir), str(gate), *RUN],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -390,8 +407,13 @@ def test_two_runs_at_once_build_the_shards_once_and_share_them(photo_dir, tmp_pa
             sr.config.compose(*RUN, f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}")
         )
         assert tfrecord.read_manifest(out_dir) is None  # the second run finds no shards either
-        with caplog.at_level(logging.INFO, logger="sr.data.tfrecord"):
-            manifest = source.ensure_shards()
+        opener = _OpenGateWhenWaiting(gate)
+        logging.getLogger("sr.data.tfrecord").addHandler(opener)
+        try:
+            with caplog.at_level(logging.INFO, logger="sr.data.tfrecord"):
+                manifest = source.ensure_shards()
+        finally:
+            logging.getLogger("sr.data.tfrecord").removeHandler(opener)
         assert child.wait(timeout=240) == 0, log_file.read_text()
     finally:
         if child.poll() is None:
