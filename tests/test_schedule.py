@@ -107,3 +107,15 @@ def test_without_a_budget_the_optimizer_keeps_the_step_schedule(compose):
     assert not isinstance(lr, BudgetSchedule)
     for step in (0, 100, 600, 1100):
         assert lr_at(lr, step) == pytest.approx(cosine(step, 1e-3, 1100, 100), rel=1e-5)
+
+
+def test_current_lr_reads_the_schedule_at_the_asked_step_not_the_current_value(compose):
+    """The non-finite error names the learning rate of the bad step, not of the step at which
+    the loop noticed it (Keras 3's ``optimizer.learning_rate`` is the current value)."""
+    from sr.train.loop import current_lr, make_optimizer
+
+    cfg = compose("train.lr=8e-3", "train.steps=600", "train.lr_warmup_steps=17")
+    optimizer = make_optimizer(cfg, mixed=False)
+    optimizer.iterations.assign(450)
+    assert current_lr(optimizer) == pytest.approx(cosine(450, 8e-3, 600, 17), rel=1e-5)
+    assert current_lr(optimizer, 300) == pytest.approx(cosine(300, 8e-3, 600, 17), rel=1e-5)

@@ -180,9 +180,11 @@ def ema_variables(optimizer) -> list | None:
 
 
 def current_lr(optimizer, iteration: int | None = None) -> float:
-    """The learning rate at the optimizer's ``iteration`` (default: its current one)."""
+    """The learning rate at the optimizer's ``iteration`` (default: its current one). Keras 3's
+    ``optimizer.learning_rate`` is the current value, so a schedule is read from
+    ``_learning_rate``."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    lr = inner.learning_rate
+    lr = getattr(inner, "_learning_rate", inner.learning_rate)
     if iteration is None:
         iteration = inner.iterations
     value = lr(iteration) if callable(lr) else getattr(lr, "value", lr)  # a Keras variable's
