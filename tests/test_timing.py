@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -155,3 +156,50 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
     assert again["step"] == step  # the budget was used up: no further step
     more = run(compose(*common, "train.max_minutes=0.15", f"resume={run_dir}"), run_dir)
     assert more["step"] > step and more["budget_minutes_used"] >= 0.15
+
+
+def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplog, monkeypatch):
+    """The first step traces and compiles the step function and fills the input pipeline: with
+    a time budget its seconds are not charged, so the schedule's warm-up (a fraction of the
+    budget) is not eaten by them. The first step is made to take 4 s here, a third of a
+    12-second budget whose warm-up is its first fifth: charged, it would have put the schedule
+    past the warm-up before the second step, so that the peak rate was never reached."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sr.train.app import run
+    from sr.train.loop import Trainer
+
+    next_batch, calls = Trainer._next_batch, []
+
+    def slow_first(self, iterator):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(4.0)
+        return next_batch(self, iterator)
+
+    monkeypatch.setattr(Trainer, "_next_batch", slow_first)
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data=generator",
+        "data.batch_size=4",
+        "data.patch_size=32",
+        "model.features=[8,8]",
+        "train.steps=1000000",
+        "train.lr=1e-3",
+        "train.lr_warmup_steps=200000",  # a fifth of the schedule: 2.4 s of the budget
+        "train.max_minutes=0.2",
+        "train.log_every=1",
+        "train.ckpt_every=1000000",
+    )
+    with caplog.at_level(logging.INFO):
+        final = run(cfg, tmp_path / "run")
+    acc = EventAccumulator(str(tmp_path / "run" / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    lrs = {e.step: float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/lr")}
+    assert lrs[2] < 0.5e-3  # still warming up
+    assert max(lrs.values()) > 0.9e-3  # the warm-up's peak was reached (charged: never)
+    assert abs(lrs[final["step"]] - 1e-5) <= 1e-5  # and the cosine its end at the budget's
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("first step")]
+    assert float(re.search(r": ([\d.]+) s, not charged", line).group(1)) >= 4.0
