@@ -227,9 +227,9 @@ def score(run_dir: Path, folders: list[str]) -> dict:
 
 
 def mean_sd(values: list[float], sign: str = "") -> str:
-    """``mean ± sample sd`` (3 decimals; ``sign="+"`` signs the mean)."""
-    sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return f"{statistics.mean(values):{sign}.3f} ± {sd:.3f}"
+    """``mean ± sample sd`` (3 decimals; ``sign="+"`` signs the mean); the value alone for one."""
+    mean = f"{statistics.mean(values):{sign}.3f}"
+    return f"{mean} ± {statistics.stdev(values):.3f}" if len(values) > 1 else mean
 
 
 def main(argv=None) -> int:
