@@ -113,6 +113,22 @@ def test_max_minutes_stops_the_run_saved_before_its_steps(folders, tmp_path, com
     assert final["val/psnr"] > 0  # validated at the end, as a finished run
 
 
+def budget_run(folders) -> list[str]:
+    """Overrides of a tiny run whose steps only a time budget ends, logging every step."""
+    return [
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data=generator",
+        "data.batch_size=4",
+        "data.patch_size=32",
+        "model.features=[8,8]",
+        "train.steps=1000000",
+        "train.lr=1e-3",
+        "train.log_every=1",
+        "train.ckpt_every=1000000",
+    ]
+
+
 def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_it(
     folders, tmp_path, compose, caplog
 ):
@@ -125,18 +141,7 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
 
     from sr.train.app import run
 
-    common = [
-        f"data.hr_dir={folders / 'train'}",
-        "data.val_dir=null",
-        "data=generator",
-        "data.batch_size=4",
-        "data.patch_size=32",
-        "model.features=[8,8]",
-        "train.steps=1000000",
-        "train.lr=1e-3",
-        "train.log_every=1",
-        "train.ckpt_every=1000000",
-    ]
+    common = budget_run(folders)
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.INFO):
         final = run(compose(*common, "train.max_minutes=0.1"), run_dir)  # 6 s
@@ -180,18 +185,9 @@ def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplo
 
     monkeypatch.setattr(Trainer, "_next_batch", slow_first)
     cfg = compose(
-        f"data.hr_dir={folders / 'train'}",
-        "data.val_dir=null",
-        "data=generator",
-        "data.batch_size=4",
-        "data.patch_size=32",
-        "model.features=[8,8]",
-        "train.steps=1000000",
-        "train.lr=1e-3",
+        *budget_run(folders),
         "train.lr_warmup_steps=200000",  # a fifth of the schedule: 2.4 s of the budget
         "train.max_minutes=0.2",
-        "train.log_every=1",
-        "train.ckpt_every=1000000",
     )
     with caplog.at_level(logging.INFO):
         final = run(cfg, tmp_path / "run")
