@@ -28,9 +28,11 @@ The studies:
 - ``lr_order``: how the LR is made. ``y``: LR from the rounded Y of the HR (the default).
   ``rgb``: ``data.lr_from=rgb``, LR from the RGB HR then Y, the evaluation's order.
 - ``size``: model, batch and learning rate for a time budget. ``former``: the recipe before
-  this study (16 blocks of 48 features, batch 16, learning rate 1e-3). ``b8``: 16 x 48 at the
-  recipe's batch 8 and 4e-3. ``recipe``: the recipe as is (8 blocks of 48 features, batch 8,
-  4e-3). ``wide``: 8 x 64. ``narrow``: 8 x 32. ``b4``: the recipe at batch 4.
+  this study (16 blocks of 48 features, batch 16, learning rate 1e-3; with ``--minutes`` on
+  the recipe's 40,000-step horizon, not its own 10,500, which only a machine that reaches 10,500
+  steps in the budget would notice). ``b8``: 16 x 48 at the recipe's batch 8 and 4e-3.
+  ``recipe``: the recipe as is (8 blocks of 48 features, batch 8, 4e-3). ``wide``: 8 x 64.
+  ``narrow``: 8 x 32. ``b4``: the recipe at batch 4.
 
 ``crops`` and ``lr_order`` were measured on the former recipe (``FORMER``) and keep it, so that
 their tables in ``docs/results.md`` can be reproduced.
@@ -75,7 +77,7 @@ RECIPE = "cpu20_hr_sample"
 # The recipe before the size study; crops and lr_order were measured on it (its warm-up was 300
 # of 10,500 steps, the same fraction as the recipe's 1,140 of 40,000 to 3 decimals)
 FORMER = ["model.blocks=16", "data.batch_size=16", "train.lr=1e-3"]
-BASE = {"crops": FORMER, "lr_order": FORMER, "size": []}  # overrides left out of run names
+BASE = {"crops": FORMER, "lr_order": FORMER, "size": []}  # before each variant's overrides
 
 STUDIES = {
     "crops": {
