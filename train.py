@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from sr.config import ConfigError  # noqa: E402  (importing it registers the schemas)
-from sr.data.images import ImageFolderError  # noqa: E402
+from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
 from sr.train.loop import NonFiniteError  # noqa: E402

@@ -133,7 +133,7 @@ def _build_pipeline(name: str, a):
     import tensorflow as tf
 
     from sr.bench import references as ref
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     files = list_images(a.folder)
     work = Path(a.work)
@@ -180,7 +180,7 @@ def _ceiling(a, files):
     import numpy as np
     import tensorflow as tf
 
-    from sr.data.images import load_y
+    from sr.core.images import load_y
 
     cfg = compose_data("tfrecord", a.folder, Path(a.work) / "data")
     loader = hydra.utils.instantiate(cfg.data)
@@ -224,7 +224,7 @@ def run_worker(name: str, a) -> dict:
     import numpy as np
 
     from sr.bench.measures import distinct_per_batch, ideal_distinct
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     if name == "decode":
         return _decode_alone(a)
@@ -284,7 +284,7 @@ def _decode_alone(a) -> dict:
     ``decode_workers`` threads: images/s, the generator's decode-bound rate per patch/decode."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sr.data.images import list_images, load_y_pair
+    from sr.core.images import list_images, load_y_pair
 
     cfg = compose_data("generator", a.folder, Path(a.work) / "data")
     files = list_images(a.folder)
@@ -412,7 +412,7 @@ def _decode_frames_alone(a) -> dict:
     ``decode_workers`` threads: frames/s, its decode-bound ceiling with decodes/patch."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sr.data.images import load_y
+    from sr.core.images import load_y
 
     source = _sequence_source(a)
     files = source.sequences.files
@@ -527,7 +527,7 @@ def build_shards(a) -> dict:
     import hydra
 
     from sr.bench import references as ref
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     work = Path(a.work)
     cfg = compose_data("tfrecord", a.folder, work / "data")
@@ -808,7 +808,7 @@ def main(argv=None) -> int:
                 p.error(f"{SHARED_SAMPLE} is absent: pass --folder DIR")
             print(f"re-encoding {SHARED_SAMPLE} as PNG into {tmp}/png ...", flush=True)
             a.folder = reencode_png(SHARED_SAMPLE, a.work / "png")
-        from sr.data.images import list_images
+        from sr.core.images import list_images
 
         a.out.mkdir(parents=True, exist_ok=True)
         res = {

@@ -9,7 +9,7 @@ identity with Pillow, and the generator mode against its decode-bound ceiling.
 Every decoder turns the bytes of a file (read inside the timing, from the page cache) into an RGB
 uint8 array on one thread (OpenCV and TensorFlow told to use one thread); MP/s is the median over
 ``--repeats`` passes over ``--images`` files (min-max beside it). "identical" counts the files
-whose array equals Pillow's ``np.asarray(Image.open(f))``. Then ``sr.data.images.load_y`` (the
+whose array equals Pillow's ``np.asarray(Image.open(f))``. Then ``sr.core.images.load_y`` (the
 generator's decode: file to uint8 Y) with Pillow alone (``SR_IMAGE_DECODER=pillow``) and with the
 fast decoders, single-threaded (ms per image) and on 2 threads (images/s, CPU-ms per image).
 
@@ -169,9 +169,9 @@ def bench_decoders(files: dict, repeats: int) -> list[dict]:
 def _load_y_worker(folder: str, images: int, repeats: int, old_y: bool) -> dict:
     """In a subprocess (SR_IMAGE_DECODER decides the decoder): load_y, 1 and 2 threads;
     ``old_y``: ``y_channel(load_image(f))``, the Y conversion load_y used before."""
-    from sr.data.color import y_channel
-    from sr.data.images import FAST_DECODE, list_images, load_image
-    from sr.data.images import load_y as fast_y
+    from sr.core.color import y_channel
+    from sr.core.images import FAST_DECODE, list_images, load_image
+    from sr.core.images import load_y as fast_y
 
     def load_y(f):
         return y_channel(load_image(f)) if old_y else fast_y(f)
@@ -311,7 +311,7 @@ def report(res: dict) -> str:
         )
     lines += [
         "",
-        "`sr.data.images.load_y` (file to uint8 Y, the generator's decode), one process each:",
+        "`sr.core.images.load_y` (file to uint8 Y, the generator's decode), one process each:",
         "",
         "| format | decoder | ms/image, 1 thread | CPU-ms/image, 1 thread | MP/s, 1 thread "
         "| images/s, 2 threads | CPU-ms/image, 2 threads |",
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
         return 0
 
     from sr.bench.folders import SHARED_SAMPLE, reencode_png
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     with tempfile.TemporaryDirectory(prefix="bench_decode-") as tmp:
         jpeg = a.jpeg_folder or SHARED_SAMPLE

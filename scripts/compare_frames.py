@@ -78,7 +78,7 @@ def train(run_dir: Path, frames: int, seed: int, args) -> float:
 
 def score(run_dir: Path) -> dict:
     """Validation scores of a run's last checkpoint on its ``data.val_dir`` sequences."""
-    from sr.data.sequence import list_sequences, target_index
+    from sr.core.frames import list_sequences, target_index
     from sr.evaluation import evaluate_sequences
     from sr.train.checkpoint import load_model_from_run
 

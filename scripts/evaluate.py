@@ -36,7 +36,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.data.images import ImageFolderError  # noqa: E402
+from sr.core.images import ImageFolderError  # noqa: E402
 from sr.inference import run_window  # noqa: E402
 from sr.results import (  # noqa: E402
     BICUBIC,

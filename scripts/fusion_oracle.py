@@ -33,10 +33,10 @@ from PIL import Image  # noqa: E402
 from scipy import ndimage  # noqa: E402
 
 from sr.config import PROJECT_ROOT  # noqa: E402
-from sr.data.color import y_channel  # noqa: E402
-from sr.data.degrade import make_lr  # noqa: E402
+from sr.core.color import y_channel  # noqa: E402
+from sr.core.degrade import make_lr  # noqa: E402
+from sr.core.frames import list_sequences  # noqa: E402
 from sr.data.demo import demo_sequence_paths, ensure_demo_sequences  # noqa: E402
-from sr.data.sequence import list_sequences  # noqa: E402
 
 SCALE, RADIUS, MARGIN = 4, 2, 5
 

@@ -4,7 +4,7 @@ training's (Y, then LR).
     python scripts/lr_order.py [RUN_DIR] --folder ../shared/datasets/Set5 [--scale 4]
 
 Evaluation follows the literature (MATLAB ``imresize`` of the RGB HR, rounded to uint8, then
-``rgb2ycbcr``); training makes the LR from the rounded uint8 Y of the HR (``sr.data.degrade``
+``rgb2ycbcr``); training makes the LR from the rounded uint8 Y of the HR (``sr.core.degrade``
 explains why). For every HR image of the folder, cropped to a multiple of the scale, this prints:
 
 (a) the mean and max absolute difference, in grey levels, between the two LR Y images: Y of
@@ -30,9 +30,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.data.color import y_channel  # noqa: E402
-from sr.data.degrade import bicubic_upscale, make_lr  # noqa: E402
-from sr.data.images import ImageFolderError, list_images, load_image  # noqa: E402
+from sr.core.color import y_channel  # noqa: E402
+from sr.core.degrade import bicubic_upscale, make_lr  # noqa: E402
+from sr.core.images import ImageFolderError, list_images, load_image  # noqa: E402
 from sr.evaluation import modcrop, prepare, score, super_resolve_y  # noqa: E402
 from sr.train.checkpoint import RunDirError, load_model_from_run  # noqa: E402
 
@@ -47,7 +47,7 @@ def training_lr_y(image: np.ndarray, scale: int) -> np.ndarray:
     Returns:
         float64 ``[H / s, W / s]`` on the 8-bit grid 0..255.
     """
-    hr_y = y_channel(modcrop(np.asarray(image), scale))  # uint8, as sr.data.images.load_y
+    hr_y = y_channel(modcrop(np.asarray(image), scale))  # uint8, as sr.core.images.load_y
     return make_lr(hr_y[..., np.newaxis], scale).numpy()[..., 0].astype(np.float64)
 
 

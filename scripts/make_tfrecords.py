@@ -26,9 +26,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from hydra.errors import ConfigCompositionException  # noqa: E402
 
 from sr.config import ConfigError, build_source, compose  # noqa: E402
+from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data import tfrecord  # noqa: E402
 from sr.data.demo import ensure_demo_for  # noqa: E402
-from sr.data.images import ImageFolderError  # noqa: E402
 
 log = logging.getLogger("make_tfrecords")
 

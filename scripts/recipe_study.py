@@ -136,7 +136,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def subset(folder: Path, n: int, runs: Path) -> Path:
     """A folder of links to the first ``n`` images of ``folder`` (name order), in ``runs``."""
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     files = list_images(folder)
     if n > len(files):

@@ -81,7 +81,7 @@ def run(folder: Path, work: Path, first: int, quick: bool, batch_size: int = 64)
 
     from sr.bench import references as ref
     from sr.bench.measures import draw_stats, order_bias
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     files = list_images(folder)
     n_img = len(files)

@@ -9,7 +9,7 @@ RGB and RGBA images keep their mode; palette images come out RGB (RGBA when tran
 gray comes out 8-bit gray, CMYK comes out RGB. The EXIF orientation is applied (a portrait phone
 photo comes out upright). The output format follows the output's suffix (a folder keeps each
 input's file name). On a folder, images that cannot be read (corrupt, or larger than
-``SR_MAX_IMAGE_PIXELS``, see ``sr.data.images``) are listed at the end (exit code 1); the others
+``SR_MAX_IMAGE_PIXELS``, see ``sr.core.images``) are listed at the end (exit code 1); the others
 are still written.
 
 Images larger than ``--tile`` input pixels are processed in overlapping tiles, so memory stays
@@ -22,7 +22,7 @@ name>``) or a single sequence, a folder of frames without subfolders (written to
 ``<output>/<frame name>``, as a folder of images is). Frames are ordered by natural name order
 (``frame2`` before ``frame10``), as in training. Every frame t is upscaled from its window of the
 run's ``data.frames`` frames at ``data.frame_stride`` with the run's ``data.target_frame``
-(``sr.data.sequence.window_frames``: at the ends of a sequence the first or last frame stands in
+(``sr.core.frames.window_frames``: at the ends of a sequence the first or last frame stands in
 for the missing neighbours): Y of the k frames goes through the model, Cb, Cr and alpha of frame
 t by bicubic, in the same tiles for all k frames. Only the frames of the current windows are held.
 A single image is refused by a multi-frame run (a run with ``data.frames=1`` upscales it as a
@@ -42,7 +42,7 @@ from PIL import Image  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.data.images import IMAGE_SUFFIXES, ImageFolderError, list_images  # noqa: E402
+from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, list_images  # noqa: E402
 from sr.inference import (  # noqa: E402
     SequenceUpscaler,
     Upscaler,
@@ -97,7 +97,7 @@ def plan(source: Path, target: Path, into_folder: bool = False) -> list[tuple[Pa
 def upscale_files(upscaler: Upscaler, pairs, tile: int, progress: bool = True) -> list[str]:
     """Upscale each ``(input, output)`` pair; returns ``"<file>: <reason>"`` for every failure
     (the others are still written). Failures: ``ImageFolderError`` (undecodable, or above
-    ``sr.data.images.MAX_PIXELS``), ``ValueError`` (too small, alpha into JPEG), ``OSError``."""
+    ``sr.core.images.MAX_PIXELS``), ``ValueError`` (too small, alpha into JPEG), ``OSError``."""
     failures = []
     bar = tqdm(pairs, unit="img", disable=not progress or len(pairs) < 2)
     for src, dst in bar:
@@ -110,7 +110,7 @@ def upscale_files(upscaler: Upscaler, pairs, tile: int, progress: bool = True) -
 
 
 def _frames_in(folder: Path) -> list[Path]:
-    from sr.data.sequence import natural_key
+    from sr.core.frames import natural_key
 
     files = [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
     return sorted(files, key=lambda p: natural_key(p.name))
@@ -119,7 +119,7 @@ def _frames_in(folder: Path) -> list[Path]:
 def plan_sequences(source: Path, target: Path) -> list[tuple[str, list[Path], list[Path]]]:
     """``(sequence name, input frames, output files)`` of a folder of sequences or of frames.
 
-    A folder with subfolders of frames is a folder of sequences (``sr.data.sequence.
+    A folder with subfolders of frames is a folder of sequences (``sr.core.frames.
     list_sequences``: natural order, images beside the subfolders warned about and not used):
     frame ``f`` of sequence ``q`` goes to ``target/q/f``. A folder of frames without such
     subfolders is one sequence: frame ``f`` goes to ``target/f``.
@@ -128,7 +128,7 @@ def plan_sequences(source: Path, target: Path) -> list[tuple[str, list[Path], li
         ImageFolderError: for a missing input, a file, or a folder without frames.
         ValueError: for an output that is a file or the input folder.
     """
-    from sr.data.sequence import list_sequences
+    from sr.core.frames import list_sequences
 
     if not source.is_dir():
         what = "is a file" if source.exists() else "does not exist"
@@ -161,12 +161,12 @@ def upscale_sequences(
     upscaler: SequenceUpscaler, jobs, stride: int, target: int, tile: int, progress: bool = True
 ) -> list[str]:
     """Upscale every frame of each ``(name, frames, outputs)`` of :func:`plan_sequences` from
-    its window (``sr.data.sequence.window_frames`` with ``upscaler.frames``, ``stride`` and
+    its window (``sr.core.frames.window_frames`` with ``upscaler.frames``, ``stride`` and
     ``target``), holding only the frames of the current windows. Returns ``"<file>: <reason>"``
     for every frame that failed (the others are still written): its own or a neighbour's
     ``ImageFolderError`` (undecodable, too large), a ``ValueError`` (too small, frames of
     different sizes, alpha into JPEG) or an ``OSError``."""
-    from sr.data.sequence import window_frames
+    from sr.core.frames import window_frames
 
     failures, k = [], upscaler.frames
     total = sum(len(files) for _, files, _ in jobs)

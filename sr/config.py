@@ -25,8 +25,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.errors import InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from sr.core.errors import ConfigError
 from sr.data import SOURCES, PatchSource
-from sr.data.source import ConfigError, DataConfig  # ConfigError: shared with the data sources
+from sr.data.source import DataConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,16 +3,16 @@
 
 For each HR image (uint8, RGB or gray):
 1. HR cropped to a multiple of the scale (top-left kept, as MATLAB ``modcrop``);
-2. LR = ``sr.data.degrade.make_lr`` of the HR RGB: MATLAB-equivalent bicubic downscale, rounded to
+2. LR = ``sr.core.degrade.make_lr`` of the HR RGB: MATLAB-equivalent bicubic downscale, rounded to
    8 bits like a saved LR image;
 3. the model super-resolves Y of that LR (float, 16..235, divided by 255); its output is rounded
    to 8 bits like a saved SR image;
 4. the bicubic baseline upscales the LR RGB with the same operator, rounded to 8 bits, then Y;
 5. PSNR (peak 255) and SSIM on Y against Y of the HR, ``scale`` pixels cropped from each border.
 
-Y is ``sr.data.color.y_channel`` of the float images (unrounded). The LR is thus made from RGB,
+Y is ``sr.core.color.y_channel`` of the float images (unrounded). The LR is thus made from RGB,
 then converted to Y (MATLAB: ``imresize``, ``uint8``, ``rgb2ycbcr``), as in the literature;
-training makes its LR from the rounded Y instead (``sr.data.degrade`` explains why and gives the
+training makes its LR from the rounded Y instead (``sr.core.degrade`` explains why and gives the
 PSNR difference this makes, measured by ``scripts/lr_order.py``).
 
 With this protocol bicubic x4 gives the published 28.42 dB / 0.8104 on Set5 and 26.00 / 0.7027 on
@@ -21,7 +21,7 @@ Set14 (``../shared/datasets/README.md``).
 Sequences (:func:`evaluate_sequences`, ``data=sequence`` and ``scripts/evaluate.py`` on folders of
 sequences). Every frame of every sequence is scored, each prepared by steps 1, 2 and 4 above (once
 per sequence, whatever the number of windows it belongs to). The model's input for target frame
-t of a sequence of n frames is the LR Y of the window ``sr.data.sequence.window_frames(t, n, k,
+t of a sequence of n frames is the LR Y of the window ``sr.core.frames.window_frames(t, n, k,
 s, target)``: frames ``t + (j - target) s``, j = 0..k-1, each clamped to ``[0, n - 1]``, so that
 near the ends of a sequence the first (or last) frame stands in for the missing neighbours (it
 is repeated) and the first and last frames are scored like the others. The SR of frame t is
@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from sr.data.color import y_channel
-from sr.data.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
-from sr.data.images import ImageFolderError, list_images, load_image
-from sr.metrics import psnr, ssim
+from sr.core.color import y_channel
+from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
+from sr.core.images import ImageFolderError, list_images, load_image
+from sr.core.metrics import psnr, ssim
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
@@ -71,7 +71,7 @@ def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
     """HR crop, LR, bicubic baseline of one image (protocol steps 1, 2, 4).
 
     The LR is made from the RGB HR and then converted to Y (the literature's order; training's
-    is the reverse, see ``sr.data.degrade``).
+    is the reverse, see ``sr.core.degrade``).
 
     Args:
         image: uint8 ``[H, W, 1|3]`` (gray or RGB), values 0..255.
@@ -82,7 +82,7 @@ def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
         The :class:`EvalImage` (float64 arrays on the [0, 255] scale).
 
     Raises:
-        ValueError: if the cropped image is smaller than ``sr.data.degrade.min_hr_size(scale)``
+        ValueError: if the cropped image is smaller than ``sr.core.degrade.min_hr_size(scale)``
             (``3 scale``) on a side.
     """
     hr = modcrop(np.asarray(image), scale).astype(np.float64)
@@ -207,19 +207,19 @@ def evaluate_sequences(
     """Score ``model`` (or only bicubic, with ``model=None``) on every frame of sequences.
 
     Each frame is prepared as in :func:`evaluate_images` (:func:`prepare`); the model reads the
-    LR Y of the window of frame t (``sr.data.sequence.window_frames``, border frames repeated at
+    LR Y of the window of frame t (``sr.core.frames.window_frames``, border frames repeated at
     the ends, see the module docstring) and its output is scored against frame t's HR Y.
 
     Args:
         model: Y-channel Keras model from float32 ``[1, k, h, w, 1]`` in [0, 1] (``[1, h, w, 1]``
             when ``frames`` is 1) to ``[1, s h, s w, 1]``, or None.
-        sequences: :class:`sr.data.sequence.SequenceFolder` list (``sr.data.sequence.
+        sequences: :class:`sr.core.frames.SequenceFolder` list (``sr.core.frames.
             list_sequences``).
         scale: s.
         frames: k >= 1, frames of a window.
         stride: frame stride of a window (>= 1).
         target: index 0..k-1 of the scored frame in its window
-            (``sr.data.sequence.target_index``).
+            (``sr.core.frames.target_index``).
         keep: keep the arrays of the first ``keep`` frames (with a model, for TensorBoard panels).
         folder: the folder holding the sequences, for error messages (None: the parent of each
             sequence's frames).
@@ -239,7 +239,7 @@ def evaluate_sequences(
             (names the files).
         ValueError: for a frame too small for the scale, or ``target`` outside the window.
     """
-    from sr.data.sequence import sequence_size, window_frames
+    from sr.core.frames import sequence_size, window_frames
 
     if not 0 <= target < frames:
         raise ValueError(f"target frame index {target} is not in a window of {frames} frames")

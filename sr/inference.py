@@ -1,9 +1,9 @@
 """Upscaling whole images with a trained Y-channel model: the logic shared by
 ``scripts/upscale.py`` and ``scripts/export.py``.
 
-An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.data.color``, the one
+An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.core.color``, the one
 colour conversion of the project) goes through the model; Cb and Cr (the same module) and an
-alpha channel are upscaled by the project's one bicubic operator (``sr.data.degrade``,
+alpha channel are upscaled by the project's one bicubic operator (``sr.core.degrade``,
 MATLAB-equivalent); the result is converted back to RGB and rounded to 8 bits. A grayscale image
 is its own Y. One TensorFlow graph (:meth:`Upscaler.graph`) does all of it, so that upscale.py and
 the exported SavedModel compute the same thing.
@@ -15,7 +15,7 @@ each output pixel sees exactly the input it sees in the untiled image, so tiling
 beyond float rounding; :func:`default_overlap` computes that bound from the model's layers.
 
 Sequences (:class:`SequenceUpscaler`, runs of ``data=sequence``): frame t is upscaled from its
-window of k frames (``sr.data.sequence.window_frames``, border frames repeated at the ends of a
+window of k frames (``sr.core.frames.window_frames``, border frames repeated at the ends of a
 sequence): Y of the k frames goes through the model, Cb, Cr and alpha of frame t by bicubic,
 exactly as above; the same tile grid is cut from all k frames.
 """
@@ -32,9 +32,9 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_ycbcr, ycbcr_to_rgb
-from sr.data.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
-from sr.data.images import load_image
+from sr.core.color import rgb_to_ycbcr, ycbcr_to_rgb
+from sr.core.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
+from sr.core.images import load_image
 from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
 
@@ -282,7 +282,7 @@ class Upscaler:
 
 def split_y(image) -> tuple[tf.Tensor, tf.Tensor]:
     """``(Y, others)`` of uint8 ``[..., C]``: float32 ``[..., 1]`` Y on [0, 255] (a gray image is
-    its own Y; RGB: BT.601 of ``sr.data.color``) and float32 ``[..., C - 1]`` Cb, Cr (RGB) and
+    its own Y; RGB: BT.601 of ``sr.core.color``) and float32 ``[..., C - 1]`` Cb, Cr (RGB) and
     alpha (if any)."""
     x = tf.cast(image, tf.float32)
     if x.shape[-1] in (1, 2):
@@ -301,7 +301,7 @@ def run_window(cfg) -> tuple[int, int, int] | None:
     """
     if "frames" not in cfg.data:
         return None
-    from sr.data.sequence import target_index
+    from sr.core.frames import target_index
 
     frames = int(cfg.data.frames)
     target = cfg.data.get("target_frame", "last")
@@ -448,11 +448,11 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     gray + alpha (LA), 3 for RGB (also CMYK and palette images), 4 for RGBA (also palette images
     with transparency). The upscaled image is written in the mode of its channel count
     (:data:`MODES`), so L, LA, RGB and RGBA keep their mode and a palette image comes out RGB (or
-    RGBA). The EXIF orientation is applied, as in training (``sr.data.images.load_image``).
+    RGBA). The EXIF orientation is applied, as in training (``sr.core.images.load_image``).
 
     Raises:
         ImageFolderError: if the file cannot be decoded, or declares more pixels than
-            ``sr.data.images.MAX_PIXELS`` (names the file and the fix).
+            ``sr.core.images.MAX_PIXELS`` (names the file and the fix).
     """
     return load_image(path, keep_alpha=True)
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.data.images import ImageFolderError, list_images
+from sr.core.images import ImageFolderError, list_images
 from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
 
 BICUBIC = "bicubic"
@@ -151,7 +151,7 @@ def evaluate(
 
 def _evaluate_sequence_folder(model, folder: Path, name: str, scale: int, window, progress):
     """:func:`sr.evaluation.evaluate_sequences` on the sequences of ``folder``."""
-    from sr.data.sequence import list_sequences
+    from sr.core.frames import list_sequences
 
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sr.data.color import y_channel
-from sr.data.degrade import make_lr
+from sr.core.color import y_channel
+from sr.core.degrade import make_lr
 from sr.models import build_espcn_mf
 from sr.models.align import GlobalAlign, estimate_shift, shift_frames
 from tests.conftest import photo

@@ -21,9 +21,9 @@ from PIL import Image
 
 import sr.config
 from sr.config import ConfigError, build_source
+from sr.core.color import y_channel
+from sr.core.images import ImageFolderError, list_images, load_y, scan_folder
 from sr.data import tfrecord
-from sr.data.color import y_channel
-from sr.data.images import ImageFolderError, list_images, load_y, scan_folder
 from tests.conftest import ROOT, photo, write_photos
 from tests.fake_run import load_script, make_run
 

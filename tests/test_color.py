@@ -1,4 +1,4 @@
-"""sr.data.color against an independent implementation of MATLAB ``rgb2ycbcr``/``ycbcr2rgb``:
+"""sr.core.color against an independent implementation of MATLAB ``rgb2ycbcr``/``ycbcr2rgb``:
 scikit-image's ``skimage.color``, on random colours, every colour, and real photos."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import skimage.color
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
+from sr.core.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
 from tests.conftest import photo
 
 PHOTOS = ("astronaut", "coffee", "chelsea")

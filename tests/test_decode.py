@@ -1,5 +1,5 @@
 """The fast decoders (``imagecodecs``) give Pillow's pixels, bit for bit, for every format and
-mode, and fall back to Pillow for everything else (``sr.data.images.load_image``).
+mode, and fall back to Pillow for everything else (``sr.core.images.load_image``).
 
 The reference is written out as an explicit Pillow decode (:func:`pillow_reference`), on real
 photo content (scikit-image's photographs), for each file both with and without ``keep_alpha``.
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image, ImageOps
 
-from sr.data import images
-from sr.data.color import y_channel
-from sr.data.images import ImageFolderError, load_image, load_y
+from sr.core.color import y_channel
+from sr.core.images import ImageFolderError, load_image, load_y
+from sr.core import images
 from tests.conftest import photo
 
 codecs = pytest.importorskip("imagecodecs")
@@ -235,7 +235,7 @@ def test_banded_y_of_an_image_equals_the_one_pass_formula_on_every_colour():
     v = np.arange(2**24, dtype=np.uint32)
     colours = np.stack([v >> 16, (v >> 8) & 255, v & 255], -1).astype(np.uint8)
     image = colours.reshape(4096, 4096, 3)
-    from sr.data.color import _y_uint8
+    from sr.core.color import _y_uint8
 
     one_pass = _y_uint8(colours)  # [N, 3]: not an image, no bands
     np.testing.assert_array_equal(y_channel(image).ravel(), one_pass)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sr.data.color import y_channel
-from sr.data.degrade import (
+from sr.core.color import y_channel
+from sr.core.degrade import (
     KERNEL_RADIUS,
     MIN_LR_SIZE,
     bicubic_downscale,
@@ -163,7 +163,7 @@ def test_matrix_form_of_make_lr_with_flips_is_the_lr_of_the_flipped_crops():
     assert coins[2].any() and not np.array_equal(got, make_lr(hr, 4, 8).numpy())
 
 
-# -- which colour order each use takes (sr.data.degrade's module docstring) --
+# -- which colour order each use takes (sr.core.degrade's module docstring) --
 
 
 def test_evaluation_makes_lr_from_rgb_then_y():

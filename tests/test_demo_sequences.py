@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 from skimage.registration import phase_cross_correlation
 
+from sr.core.frames import natural_key
 from sr.data import demo
-from sr.data.sequence import natural_key, scan_sequences
+from sr.data.sequence import scan_sequences
 
 
 @pytest.fixture(scope="module")

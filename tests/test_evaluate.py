@@ -17,7 +17,7 @@ from skimage.color import rgb2ycbcr
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sr import results as sr_results
-from sr.data.degrade import bicubic_downscale, bicubic_upscale
+from sr.core.degrade import bicubic_downscale, bicubic_upscale
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, shared_folder
 from tests.fake_run import load_script, make_run, read_scalars
@@ -107,7 +107,7 @@ def _to_8_bits(x) -> np.ndarray:
 
 def reference_scores(model, path, scale: int) -> dict:
     """The SR literature's protocol written out with skimage, independently of ``sr.evaluation``
-    and ``sr.metrics``; only the MATLAB-bicubic operator (tested against MATLAB in
+    and ``sr.core.metrics``; only the MATLAB-bicubic operator (tested against MATLAB in
     test_degrade.py) is the project's."""
     hr = np.asarray(Image.open(path), dtype=np.float64)
     hr = hr[..., None] if hr.ndim == 2 else hr

@@ -11,7 +11,7 @@ import tensorflow as tf
 from PIL import Image
 
 from sr.config import TRAIN_CHOICES, ConfigError
-from sr.data.images import ImageFolderError
+from sr.core.images import ImageFolderError
 from sr.train.checkpoint import build_model, make_checkpoint
 from sr.train.loop import LOSSES, NonFiniteError, ValidationError
 from tests.conftest import ROOT, write_photos
@@ -183,14 +183,14 @@ def test_bad_validation_image_refused_before_any_model(
 def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
     folders, tmp_path, compose, monkeypatch
 ):
-    import sr.evaluation
+    import sr.train.validation
     from sr.train.app import run
 
     def broken(model, files, scale, keep=0):
         raise ImageFolderError(f"cannot decode image {files[0]}: broken data stream")
 
-    # the trainer validates through its source (PatchSource.evaluate -> evaluate_images)
-    monkeypatch.setattr(sr.evaluation, "evaluate_images", broken)
+    # the trainer validates through sr.train.validation.evaluate_source -> evaluate_images
+    monkeypatch.setattr(sr.train.validation, "evaluate_images", broken)
     run_dir = tmp_path / "run"
     # val_every=3 is not a checkpoint step: the failure itself saves step 3
     cfg = compose(*overrides(folders, "train.steps=8", "train.val_every=3", "train.ckpt_every=2"))

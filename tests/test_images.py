@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image
 
-from sr.data import images
-from sr.data.images import (
+from sr.core.images import (
     ImageFolderError,
     image_size,
     list_images,
@@ -16,6 +15,7 @@ from sr.data.images import (
     load_y_pair,
     scan_folder,
 )
+from sr.core import images
 from tests.conftest import photo
 
 

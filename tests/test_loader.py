@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 from numpy.lib.stride_tricks import sliding_window_view
 
+from sr.core.degrade import bicubic_downscale, quantize
+from sr.core.images import ImageFolderError, load_y
 from sr.data import GeneratorSource, PatchSource, TFRecordSource
-from sr.data.degrade import bicubic_downscale, quantize
-from sr.data.images import ImageFolderError, load_y
 from tests.conftest import write_photos
 
 MODES = ["tfrecord", "generator"]
@@ -221,7 +221,7 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_others(
 def test_premade_lr_folder_pairs_stay_aligned(compose, photo_dir, tmp_path, mode, rot90):
     from PIL import Image
 
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     # An LR folder in the DIV2K X4 layout, made with the project's operator: the LR patches read
     # from it must then equal the bicubic of their (flipped) HR partners.

@@ -7,12 +7,12 @@ import pytest
 import tensorflow as tf
 
 import sr.config
+from sr.core.color import y_channel, y_rounded
+from sr.core.degrade import crop_margin, flip_batch, make_lr
+from sr.core.errors import ConfigError
+from sr.core.images import load_image
 from sr.data import tfrecord
-from sr.data.color import y_channel, y_rounded
-from sr.data.degrade import crop_margin, flip_batch, make_lr
-from sr.data.images import load_image
 from sr.data.pairs import make_pairs, random_masks
-from sr.data.source import ConfigError
 from sr.evaluation import prepare
 
 from .conftest import photo

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from sr.data.degrade import bicubic_upscale
-from sr.data.images import list_images
+from sr.core.degrade import bicubic_upscale
+from sr.core.images import list_images
 from sr.evaluation import evaluate_images
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, write_photos

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import y_channel
-from sr.data.degrade import crop_margin, make_lr
-from sr.data.images import load_y
+from sr.core.color import y_channel
+from sr.core.degrade import crop_margin, make_lr
+from sr.core.images import load_y
 from sr.data.pairs import make_pairs
 from tests.conftest import photo
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from sr.core.images import scan_folder
 from sr.data.generator import PatchPool
-from sr.data.images import scan_folder
 from tests.conftest import ROOT, write_photos
 
 LOSS = re.compile(r"step (\d+)/\d+  loss ([\d.]+)")
@@ -85,7 +85,7 @@ def test_pool_started_at_batch_k_is_the_tail_of_the_uninterrupted_stream(
 def test_pool_names_an_image_that_changed_after_the_scan(tmp_path):
     from PIL import Image
 
-    from sr.data.images import ImageFolderError
+    from sr.core.images import ImageFolderError
 
     write_photos(tmp_path / "hr", size=96)
     images = scan_folder(tmp_path / "hr", 40)

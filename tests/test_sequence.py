@@ -12,16 +12,11 @@ import tensorflow as tf
 from PIL import Image
 
 from sr.config import ConfigError, build_source
-from sr.data.degrade import crop_margin, make_lr
-from sr.data.images import ImageFolderError
+from sr.core.degrade import crop_margin, make_lr
+from sr.core.frames import natural_key, target_index, window_frames
+from sr.core.images import ImageFolderError
 from sr.data.pairs import random_masks
-from sr.data.sequence import (
-    SequenceSource,
-    natural_key,
-    scan_sequences,
-    target_index,
-    window_frames,
-)
+from sr.data.sequence import SequenceSource, scan_sequences
 from tests.conftest import photo
 
 PHOTOS = ("astronaut", "coffee", "rocket", "chelsea")
@@ -115,7 +110,7 @@ def test_windows_stay_in_their_sequence_and_honour_the_stride(seq_dir):
 
 def test_crops_are_the_frames_pixels_at_one_position(seq_dir):
     """Each frame's crop is cut from that frame's decoded Y at the same position for all k."""
-    from sr.data.images import load_y
+    from sr.core.images import load_y
 
     src = source(seq_dir, rot90=False)
     batch = take(src.patch_dataset(), 2)[1]
@@ -316,7 +311,7 @@ def test_frames_are_decoded_once_when_windows_share_them(seq_dir):
 def test_training_on_sequences_validates_on_sequences_and_resumes(tmp_path, compose, caplog):
     """train.py's run(): espcn_mf on windows of 3, validation on every frame of the validation
     sequences (bicubic of the target frame beside it), a resume continuing the batch stream."""
-    from sr.data.sequence import list_sequences
+    from sr.core.frames import list_sequences
     from sr.evaluation import evaluate_sequences
     from sr.train.app import run
 

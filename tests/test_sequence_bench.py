@@ -14,7 +14,7 @@ from PIL import Image
 from sr.bench.folders import compose_data
 from sr.bench.sequences import measure_sequence_shuffle, naive_sequence, null_spread, tf_y
 from sr.config import build_source
-from sr.data.images import load_y
+from sr.core.images import load_y
 from tests.conftest import photo
 
 RGB_PHOTOS = ("astronaut", "coffee", "rocket", "chelsea", "immunohistochemistry")

@@ -16,10 +16,10 @@ from PIL import Image
 
 from sr import evaluation
 from sr import results as sr_results
-from sr.data.color import y_channel
-from sr.data.degrade import bicubic_upscale
-from sr.data.images import ImageFolderError, load_image
-from sr.data.sequence import list_sequences, window_frames
+from sr.core.color import y_channel
+from sr.core.degrade import bicubic_upscale
+from sr.core.frames import list_sequences, window_frames
+from sr.core.images import ImageFolderError, load_image
 from sr.evaluation import evaluate_images, evaluate_sequences, prepare
 from sr.inference import SequenceUpscaler, read_image, receptive_radius
 from sr.models import build_espcn

@@ -18,8 +18,8 @@ import tensorflow as tf
 
 import sr.data.source
 from sr.config import ConfigError, build_source, compose
+from sr.core.degrade import make_lr
 from sr.data import service
-from sr.data.degrade import make_lr
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "data_service.py"

@@ -14,7 +14,7 @@ from sr.bench.measures import (
     order_bias,
     spearman,
 )
-from sr.data.images import list_images
+from sr.core.images import list_images
 from tests.conftest import write_photos
 
 DRAWS = 8192  # |rho| of an ideal shuffle is about 1/sqrt(8192) = 0.011 here

@@ -11,9 +11,9 @@ import tensorflow as tf
 from PIL import Image
 
 import sr.config
+from sr.core.errors import ConfigError
+from sr.core.images import load_y
 from sr.data import tfrecord
-from sr.data.images import load_y
-from sr.data.source import ConfigError
 
 
 def _source(compose, hr_dir, tmp_path, *extra, subimage=80):

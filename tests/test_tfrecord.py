@@ -18,8 +18,8 @@ import tensorflow as tf
 from scipy import stats
 
 import sr.config
+from sr.core.images import load_y, scan_folder
 from sr.data import tfrecord
-from sr.data.images import load_y, scan_folder
 
 PARAMS = tfrecord.PatchParams(patch_size=32, scale=4, margin=8, stride=16, lr_dir=None)
 
@@ -278,7 +278,7 @@ def test_leftovers_of_dead_builds_are_removed_and_live_ones_kept(photo_dir, tmp_
 SLOW_BUILD = r"""
 import sys, time
 from sr.data import tfrecord
-from sr.data.images import scan_folder
+from sr.core.images import scan_folder
 
 hr, out, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
 load = tfrecord.load_y_pair

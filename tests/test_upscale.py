@@ -14,8 +14,8 @@ import skimage.color
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
-from sr.data.degrade import bicubic_upscale, quantize
+from sr.core.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
+from sr.core.degrade import bicubic_upscale, quantize
 from sr.inference import Upscaler, default_overlap, read_image, receptive_radius
 from sr.models import build_edsr, build_espcn
 from sr.train.checkpoint import load_model_from_run

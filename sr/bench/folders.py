@@ -21,7 +21,7 @@ def reencode_png(src: str | os.PathLike, dst: str | os.PathLike, workers: int = 
     Raises:
         FileNotFoundError: if ``src`` holds no image (names the folder).
     """
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     files = list_images(src)
     dst = Path(dst)
@@ -82,7 +82,7 @@ def write_sequences(
     Raises:
         FileNotFoundError: if ``src`` holds no image (names the folder).
     """
-    from sr.data.images import list_images
+    from sr.core.images import list_images
 
     photos = list_images(src)
     dst = Path(dst)

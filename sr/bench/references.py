@@ -11,7 +11,7 @@ references yield ``(lr, hr)`` only).
 Porting notes (TF1 -> TF2): ``tf.py_func`` -> ``tf.numpy_function``; ``scipy.misc.imread`` ->
 Pillow; ``scipy.misc.imresize(x, 1/s, 'bicubic', 'F')`` -> Pillow's antialiased bicubic resize of
 a float ``F`` image (what ``imresize`` called); ``utils.rgb2ycbcr`` -> the unrounded float Y of
-``sr.data.color`` (the same BT.601 formula); ``tf.contrib.data.unbatch`` / one-shot iterators ->
+``sr.core.color`` (the same BT.601 formula); ``tf.contrib.data.unbatch`` / one-shot iterators ->
 TF2 equivalents.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.data.color import rgb_to_ycbcr, y_channel
-from sr.data.images import load_image, load_y
+from sr.core.color import rgb_to_ycbcr, y_channel
+from sr.core.images import load_image, load_y
 
 # The DataLoader defaults of reference 004.
 SHUFFLE_NUM = 2000

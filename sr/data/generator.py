@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from sr.data.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
+from sr.core.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
 from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)

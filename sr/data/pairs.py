@@ -2,7 +2,7 @@
 in, float LR/HR training pairs out, one vectorised call per batch.
 
 This module owns the augmentation only (random flips and transposes, drawn per sample); every LR
-is made by the project's LR operator, ``sr.data.degrade.make_lr``. Per batch of B patches:
+is made by the project's LR operator, ``sr.core.degrade.make_lr``. Per batch of B patches:
 
 1. three fair coins per sample (vertical flip, horizontal flip, transpose: with the three, the 8
    rotations and reflections), :func:`random_masks`;
@@ -10,7 +10,7 @@ is made by the project's LR operator, ``sr.data.degrade.make_lr``. Per batch of 
    rounded uint8 Y, rounded to the 8-bit grid like a saved LR image. The operator commutes with
    flips of a square crop whose margin is a multiple of the scale, so ``make_lr`` folds the flips
    into its matrices at no cost. Training thus makes the LR from Y (Y, then LR), while evaluation
-   makes it from RGB (LR, then Y); ``sr.data.degrade`` says why and what it costs;
+   makes it from RGB (LR, then Y); ``sr.core.degrade`` says why and what it costs;
 3. the HR patch flipped the same way; both scaled to [0, 1].
 
 Pre-made LR patches (``lr``) get the same flips as their HR.
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from sr.data.color import y_of, y_rounded
-from sr.data.degrade import flip_batch, make_lr
+from sr.core.color import y_of, y_rounded
+from sr.core.degrade import flip_batch, make_lr
 
 
 def random_masks(batch: tf.Tensor, flip: bool, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:
@@ -99,12 +99,12 @@ def make_pairs(
 
     Args:
         hr: uint8 ``[B, P + 2m, P + 2m, 1]``, the rounded Y in 16..235 (or gray 0..255) of the
-            decoded image (``sr.data.images.load_y``), P the HR patch size, m = ``margin``; with
+            decoded image (``sr.core.images.load_y``), P the HR patch size, m = ``margin``; with
             ``lr`` given, m must be 0. Or, for ``data.lr_from=rgb``, uint8 RGB
             ``[B, P + 2m, P + 2m, 3]`` with ``gray``: the pairs of :func:`rgb_pairs`.
         scale: s; P and m must be multiples of s.
         margin: m, real image pixels around the patch that make the LR free of border effects
-            (``sr.data.degrade.crop_margin(scale)``).
+            (``sr.core.degrade.crop_margin(scale)``).
         lr: optional uint8 ``[B, P / s, P / s, 1]`` pre-made LR patches aligned with ``hr``.
         flip: random vertical and horizontal flips, independent per sample.
         rot90: also random transposes (with the flips: the 8 rotations and reflections).

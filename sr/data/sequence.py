@@ -34,7 +34,6 @@ frame j of ``lr`` is exactly the LR of frame j's HR crop; pre-made LR (``lr_dir`
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -43,143 +42,16 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from sr.core.errors import ConfigError
+from sr.core.frames import SequenceFolder, list_sequences, sequence_size, target_index
+from sr.core.images import ImageFolderError, ImageSet, load_y
 from sr.data.generator import PatchPool
-from sr.data.images import IMAGE_SUFFIXES, ImageFolderError, ImageSet, image_size, load_y
 from sr.data.pairs import make_window_pairs
-from sr.data.source import ConfigError, DataConfig, PatchSource, at_least
+from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
 
-TARGETS = ("last", "center")
 GOLDEN = 0.6180339887498949  # 1 / phi: frac(i / phi) spreads any run of i evenly over [0, 1)
-
-
-def natural_key(name: str) -> tuple:
-    """Sort key of natural order: digit runs compare as numbers (``frame2`` < ``frame10``)."""
-    parts = re.split(r"(\d+)", name)  # str, digits, str, ...: ints and strs never compared
-    return tuple(int(part) if part.isdigit() else part.lower() for part in parts)
-
-
-@dataclass(frozen=True)
-class SequenceFolder:
-    """One sequence: a subfolder and its frames in natural name order."""
-
-    name: str
-    files: tuple[Path, ...]
-
-
-def list_sequences(folder: str | Path, key: str = "data.hr_dir") -> list[SequenceFolder]:
-    """The sequences of ``folder``: every subfolder holding PNG or JPEG frames, in natural order,
-    its frames in natural order. Hidden subfolders are ignored; subfolders without images, and
-    images lying directly in ``folder``, are named in one warning each and not used.
-
-    Args:
-        folder: a folder of sequence subfolders.
-        key: the config key named in errors (``data.hr_dir``, ``data.val_dir``).
-
-    Raises:
-        ImageFolderError: if ``folder`` is missing or a file, or holds no subfolder with images
-            (the message says which layout is expected).
-    """
-    folder = Path(folder).expanduser()
-    if not folder.is_dir():
-        what = "is a file, not a folder" if folder.exists() else "does not exist"
-        raise ImageFolderError(
-            f"sequence folder {folder} {what}: set {key} to a folder with one subfolder per "
-            "sequence (clip_001/frame_0001.png, ...), or run without overrides for the demo"
-        )
-    entries = sorted(folder.iterdir(), key=lambda p: natural_key(p.name))
-    loose = [p.name for p in entries if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
-    sequences, empty = [], []
-    for sub in entries:
-        if not sub.is_dir() or sub.name.startswith("."):
-            continue
-        files = sorted(
-            (p for p in sub.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES),
-            key=lambda p: natural_key(p.name),
-        )
-        (sequences.append(SequenceFolder(sub.name, tuple(files))) if files else empty.append(sub))
-    if not sequences:
-        found = f"holds {len(loose)} loose image(s) and" if loose else "holds"
-        raise ImageFolderError(
-            f"{key}={folder} {found} no subfolder of images: data=sequence expects one "
-            f"subfolder per sequence (a clip, a burst, a day), frames ordered by file name, e.g. "
-            f"{folder}/clip_001/frame_0001.png, {folder}/clip_001/frame_0002.png, ...; move the "
-            "frames into subfolders, or use data=generator for single images"
-        )
-    if loose:
-        log.warning(
-            "%s: %d image(s) directly in %s are not in a sequence subfolder and are not used: %s",
-            key,
-            len(loose),
-            folder,
-            ", ".join(loose[:10]) + (", ..." if len(loose) > 10 else ""),
-        )
-    if empty:
-        log.warning(
-            "%s: %d subfolder(s) of %s hold no PNG or JPEG frame and are not used: %s",
-            key,
-            len(empty),
-            folder,
-            ", ".join(p.name for p in empty),
-        )
-    return sequences
-
-
-def sequence_size(seq: SequenceFolder, folder: Path) -> tuple[int, int]:
-    """``(height, width)`` of a sequence's frames, from every frame's header.
-
-    Raises:
-        ImageFolderError: if a frame's header is unreadable (names it) or the frames differ in
-            size (names the first frame's size and every frame that differs).
-    """
-    sizes = [image_size(p) for p in seq.files]
-    first = sizes[0]
-    odd = [f"{p.name} ({w}x{h})" for p, (h, w) in zip(seq.files, sizes) if (h, w) != first]
-    if odd:
-        raise ImageFolderError(
-            f"sequence {folder / seq.name}: frames differ in size; {seq.files[0].name} is "
-            f"{first[1]}x{first[0]} but {len(odd)} frame(s) are not: {', '.join(odd[:10])}"
-            f"{', ...' if len(odd) > 10 else ''}. The frames of a sequence must share one size: "
-            "resize or crop them alike, or move the odd ones into a sequence of their own"
-        )
-    return first
-
-
-def target_index(frames: int, target_frame) -> int:
-    """Index of the target frame in a window of ``frames`` frames.
-
-    Args:
-        frames: k >= 1.
-        target_frame: ``last``, ``center`` (k odd) or an integer 0..k-1.
-
-    Raises:
-        ValueError: if the target is not a frame of the window (names ``data.target_frame``).
-    """
-    if target_frame == "last":
-        return frames - 1
-    if target_frame == "center":
-        if frames % 2 == 0:
-            raise ValueError(
-                f"data.target_frame=center needs an odd data.frames, got {frames}: a window of "
-                f"{frames} frames has no centre frame; use last or an index 0..{frames - 1}"
-            )
-        return frames // 2
-    if isinstance(target_frame, int) and not isinstance(target_frame, bool):
-        if 0 <= target_frame < frames:
-            return target_frame
-    raise ValueError(
-        f"data.target_frame={target_frame!r} is not a frame of the window of data.frames="
-        f"{frames}: use last, center or an index 0..{frames - 1}"
-    )
-
-
-def window_frames(t: int, n: int, frames: int, stride: int, target: int) -> list[int]:
-    """Frame indices of the window whose target is frame ``t`` of a sequence of ``n`` frames, at
-    evaluation and inference: ``t + (j - target) stride`` for j in 0..k-1, each clamped to
-    ``[0, n - 1]`` (a border frame stands in for the frames before the first or after the last,
-    so every frame of a sequence is scored and upscaled)."""
-    return [min(max(t + (j - target) * stride, 0), n - 1) for j in range(frames)]
 
 
 @dataclass(frozen=True)
@@ -696,21 +568,6 @@ class SequenceSource(PatchSource):
             flip=self.flip,
             rot90=self.rot90,
             seed=self.flip_seed(index, pipeline),
-        )
-
-    def evaluate(self, model, keep: int = 0) -> dict:
-        """Score ``model`` on the validation sequences (``sr.evaluation.evaluate_sequences``)."""
-        from sr.evaluation import evaluate_sequences
-
-        return evaluate_sequences(
-            model,
-            self.val_sequences,
-            self.scale,
-            self.frames,
-            self.frame_stride,
-            self.target,
-            keep=keep,
-            folder=self.val_dir,
         )
 
     def share(self, pipeline: tuple[int, int]) -> str:

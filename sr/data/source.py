@@ -6,8 +6,8 @@ chosen ``conf/data/<mode>.yaml``); its :meth:`PatchSource.dataset` is an endless
 ``tf.data.Dataset`` of ``(lr, hr)`` batches:
 
 - ``lr``: float32 ``[B, P/s, P/s, 1]``, ``hr``: float32 ``[B, P, P, 1]``, values in [0, 1];
-- the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.data.color``);
-- LR is the project's LR operator (``sr.data.degrade``) applied to an HR crop with a margin (no
+- the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.core.color``);
+- LR is the project's LR operator (``sr.core.degrade``) applied to an HR crop with a margin (no
   border error), rounded to the 8-bit grid; or, with ``lr_dir``, pre-made LR images;
 - random vertical and horizontal flips per sample (and transposes with ``rot90``), identical for
   LR and HR.
@@ -34,8 +34,8 @@ import tensorflow as tf
 from omegaconf import MISSING
 from PIL import Image
 
-from sr.data.degrade import crop_margin, min_hr_size
-from sr.data.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
+from sr.core.degrade import crop_margin, min_hr_size
+from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.data.pairs import make_pairs
 
 LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
@@ -65,12 +65,6 @@ class DataConfig:
     # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
     # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
     lr_from: str = "y"
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work (out of range, inconsistent); names the key. Defined
-    here so that the data sources can raise it (``sr.config`` imports it from here); ``train.py``
-    exits with code 2 on it."""
 
 
 def at_least(key: str, value, minimum=1):
@@ -176,7 +170,7 @@ class PatchSource(abc.ABC):
     @property
     def margin(self) -> int:
         """HR pixels kept around each patch so that its LR has no border effect
-        (``sr.data.degrade.crop_margin``); 0 with pre-made LR."""
+        (``sr.core.degrade.crop_margin``); 0 with pre-made LR."""
         return 0 if self.lr_dir else crop_margin(self.scale)
 
     @property
@@ -205,7 +199,7 @@ class PatchSource(abc.ABC):
         """The validation images of ``val_dir`` in name order (empty without ``val_dir``),
         checked once: each file's header readable, its PNG chunks intact (PIL ``verify``: CRCs,
         no pixel decode; catches a truncated PNG), and each side at least
-        ``sr.data.degrade.min_hr_size(scale)`` pixels after the crop to a multiple of ``scale``
+        ``sr.core.degrade.min_hr_size(scale)`` pixels after the crop to a multiple of ``scale``
         (what evaluation needs).
 
         Raises:
@@ -350,18 +344,6 @@ class PatchSource(abc.ABC):
                 f"{self.hr_dir}: each worker reads images of its own; add images or use fewer "
                 "workers"
             )
-
-    def evaluate(self, model, keep: int = 0) -> dict:
-        """Score ``model`` on the validation data with the literature's protocol
-        (``sr.evaluation.evaluate_images`` of :attr:`val_files`; see it for the result's keys).
-
-        Args:
-            model: the Keras model being trained.
-            keep: keep the arrays of the first ``keep`` images for TensorBoard panels.
-        """
-        from sr.evaluation import evaluate_images
-
-        return evaluate_images(model, self.val_files, self.scale, keep=keep)
 
     def explain_data_loss(self, error: Exception) -> Exception:
         """The error to raise for a ``tf.errors.DataLossError`` met while reading this source:

@@ -91,8 +91,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.data.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
-from sr.data.source import ConfigError, DataConfig, PatchSource, at_least
+from sr.core.errors import ConfigError
+from sr.core.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
+from sr.data.source import DataConfig, PatchSource, at_least
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def write_shards(
     hold it already). A symlinked ``out_dir`` is resolved.
 
     Args:
-        images: the usable images (``sr.data.images.scan_folder``).
+        images: the usable images (``sr.core.images.scan_folder``).
         out_dir: destination folder.
         params: patch size, scale, margin, stride, optional pre-made LR folder.
         num_shards: number of shard files (>= 1).

@@ -113,7 +113,7 @@ def build_espcn_mf(
         ValueError: if ``frames`` < 1, ``target_frame`` is not a frame of the window or
             ``fusion_init`` is not one of :data:`FUSION_INITS` or ``align`` of :data:`ALIGNS`.
     """
-    from sr.data.sequence import target_index
+    from sr.core.frames import target_index
 
     if frames < 1:
         raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from sr.config import ConfigError
+from sr.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

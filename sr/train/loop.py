@@ -15,11 +15,12 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from sr.data.images import ImageFolderError
+from sr.core.images import ImageFolderError
 from sr.evaluation import METRICS
 from sr.train import distribute
 from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager, read_data_state
 from sr.train.timing import StepTimer
+from sr.train.validation import evaluate_source
 
 log = logging.getLogger(__name__)
 
@@ -658,7 +659,7 @@ class Trainer:
     def _evaluate(self, tag: str, what: str) -> dict:
         """Score the model's current weights on the validation images; log under ``tag/``."""
         t0 = time.perf_counter()
-        res = self.loader.evaluate(self.model, keep=self.cfg.train.val_images)
+        res = evaluate_source(self.loader, self.model, keep=self.cfg.train.val_images)
         step = int(self.step.numpy())
         with self.writer.as_default(step=step):
             for key in METRICS:

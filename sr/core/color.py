@@ -8,7 +8,7 @@ Two operations, one name each:
 
 - :func:`y_channel`: Y of a decoded image of any layout (gray, gray + alpha, RGB, RGBA), keeping
   its class as MATLAB's ``rgb2ycbcr`` does: uint8 in, rounded uint8 out (decoding for training,
-  ``sr.data.images.load_y``); float in, unrounded float64 out (scoring, ``sr.evaluation``).
+  ``sr.core.images.load_y``); float in, unrounded float64 out (scoring, ``sr.evaluation``).
 - :func:`rgb_to_ycbcr` / :func:`ycbcr_to_rgb`: the three channels and the way back, on NumPy
   arrays or TensorFlow tensors, for upscaling (``sr.inference``: Y by the model, Cb and Cr by
   bicubic, as in SRCNN).

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from PIL import ExifTags, Image, ImageOps
 
-from sr.data.color import y_channel
+from sr.core.color import y_channel
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ _ORIENTATION = ExifTags.Base.Orientation
 def _too_large(path, detail: str) -> ImageFolderError:
     return ImageFolderError(
         f"image {path} is too large to decode: {detail}, above the limit of {MAX_PIXELS} pixels "
-        "(sr.data.images.MAX_PIXELS); remove or replace it, or if it is genuine raise the limit "
+        "(sr.core.images.MAX_PIXELS); remove or replace it, or if it is genuine raise the limit "
         "with the environment variable SR_MAX_IMAGE_PIXELS=<pixels>"
     )
 
@@ -313,7 +313,7 @@ def _decode_pillow(im: Image.Image, keep_alpha: bool) -> np.ndarray:
 
 
 def load_y(path: str | os.PathLike) -> np.ndarray:
-    """Decode an image and return its Y channel as uint8 ``[H, W]`` (``sr.data.color.y_channel``:
+    """Decode an image and return its Y channel as uint8 ``[H, W]`` (``sr.core.color.y_channel``:
     16..235 for RGB input, rounded; a grayscale image is its own Y).
 
     Raises:
@@ -327,7 +327,7 @@ def load_rgb(path: str | os.PathLike) -> tuple[np.ndarray, bool]:
 
     Returns:
         ``(rgb, gray)``: uint8 ``[H, W, 3]`` (a grayscale image's value in all three channels)
-        and whether the image is grayscale (then it is its own Y: ``sr.data.color.y_channel``).
+        and whether the image is grayscale (then it is its own Y: ``sr.core.color.y_channel``).
 
     Raises:
         ImageFolderError: if the file cannot be decoded.

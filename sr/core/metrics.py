@@ -4,7 +4,7 @@ Protocol (SRCNN, VDSR, EDSR, RCAN tables): HR cropped to a multiple of the scale
 bicubic, metrics on Y of BT.601 (MATLAB ``rgb2ycbcr``, 16..235) computed from 8-bit RGB, ``scale``
 pixels cropped from every border, PSNR with peak 255, SSIM of Wang et al. 2004 (11x11 Gaussian
 window, sigma 1.5, K1 = 0.01, K2 = 0.03, statistics over the valid part of the window). The
-metrics take Y channels ``[H, W]``: ``sr.data.color.y_channel`` makes them (a single-channel image
+metrics take Y channels ``[H, W]``: ``sr.core.color.y_channel`` makes them (a single-channel image
 is its own Y). Everything is computed in float64.
 """
 

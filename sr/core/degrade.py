@@ -22,7 +22,7 @@ Order of colour conversion and LR, per use (the two orders differ because 8-bit 
 non-linear clipping sit between them; Y itself is affine, so without rounding they would agree):
 
 - training makes the LR from the rounded uint8 Y of the HR (Y, then LR): images are decoded to Y
-  only (``sr.data.images.load_y``), one channel instead of three, so 3x less memory in the
+  only (``sr.core.images.load_y``), one channel instead of three, so 3x less memory in the
   decoded-image pool and in the shards, and 3x less work for the LR;
 - evaluation follows the literature's MATLAB protocol (SRCNN, VDSR, EDSR, RCAN): ``imresize`` of
   the RGB HR, rounded to uint8 (a saved LR image), then ``rgb2ycbcr`` (LR, then Y), so that the

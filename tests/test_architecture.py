@@ -1,0 +1,133 @@
+"""The shape of the code, as docs/architecture.md declares it: the import layers (import-linter's
+contracts in pyproject.toml), the size limits, user commands only in scripts/, and public API
+only. Each test names what broke and where."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULE_LINES = 600  # a module of sr/ a reader can hold
+FUNCTION_LINES = 60  # a function's body, its docstring excluded
+SCRIPT_LINES = 300  # a user command: argument parsing and output, its logic in sr/
+SCRIPTS = 6  # scripts/ holds the commands users run, no more
+
+# The only places allowed to touch another library's private name: each is one function that
+# wraps it, with a comment naming the library version and a test that fails when it changes.
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()
+
+
+def python_files(*folders: str) -> list[Path]:
+    files = [ROOT / "train.py"]
+    for folder in folders:
+        files += sorted((ROOT / folder).rglob("*.py"))
+    return files
+
+
+def function_lengths(path: Path):
+    """``(name, first line, lines)`` of every function in ``path``, its docstring excluded."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    lines -= first.end_lineno - first.lineno + 1
+            yield node.name, node.lineno, lines
+
+
+def test_import_layers_and_no_cycles():
+    """lint-imports: the layers contract over sr and no cycle inside any package."""
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    run = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout and "2 kept" in run.stdout, run.stdout
+
+
+def test_sr_modules_and_functions_are_short():
+    long_modules = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in python_files("sr")
+        if (n := len(p.read_text().splitlines())) > MODULE_LINES and p.name != "train.py"
+    ]
+    long_functions = [
+        f"{p.relative_to(ROOT)}:{line} {name}: {n} lines"
+        for p in python_files("sr")
+        for name, line, n in function_lengths(p)
+        if n > FUNCTION_LINES
+    ]
+    assert not long_modules, f"modules over {MODULE_LINES} lines: {long_modules}"
+    assert not long_functions, f"functions over {FUNCTION_LINES} lines: {long_functions}"
+
+
+def test_scripts_are_the_user_commands():
+    scripts = sorted((ROOT / "scripts").glob("*.py"))
+    assert len(scripts) <= SCRIPTS, (
+        f"scripts/ holds {[p.name for p in scripts]}: studies go to benchmarks/"
+    )
+    long = [
+        f"{p.name}: {n}" for p in scripts if (n := len(p.read_text().splitlines())) > SCRIPT_LINES
+    ]
+    assert not long, f"scripts over {SCRIPT_LINES} lines (move the logic into sr/): {long}"
+
+
+def private_uses(rel: str, text: str) -> list[str]:
+    """Uses of a private name of another object or module in the file ``rel`` of text ``text``:
+    ``x._name`` where ``x`` is not ``self`` or ``cls``, imports of a module path or name that
+    starts with ``_``, and strings naming a library's ``_internal`` module."""
+    tree = ast.parse(text)
+    found = []
+    for func in [tree, *ast.walk(tree)]:
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+            continue
+        name = getattr(func, "name", "<module>")
+        if (rel, name) in PRIVATE_ALLOWED:
+            continue
+        body = func.body if isinstance(func, ast.Module) else [func]
+        for node in (n for top in body for n in ast.walk(top)):
+            if isinstance(node, ast.Attribute):
+                attr, owner = node.attr, node.value
+                private = attr.startswith("_") and not attr.endswith("_")  # not _target_, __x__
+                if private and not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                    found.append(f"{rel}:{node.lineno} .{attr}")
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                modules += [a.name for a in node.names]
+                for module in modules:
+                    if any(
+                        part.startswith("_") and not part.startswith("__")
+                        for part in module.split(".")
+                    ):
+                        found.append(f"{rel}:{node.lineno} import {module}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if "._internal" in node.value or node.value.startswith("_internal"):
+                    found.append(f"{rel}:{node.lineno} {node.value!r}")
+    return found
+
+
+def test_no_private_api_of_other_libraries():
+    """Public API only (one wrapped, tested function per unavoidable exception)."""
+    files = python_files("sr", "scripts") + sorted((ROOT / "benchmarks").rglob("*.py"))
+    found = sorted(
+        {use for p in files for use in private_uses(str(p.relative_to(ROOT)), p.read_text())}
+    )
+    assert not found, "private names used: " + "; ".join(found)
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("import hydra._internal.core_plugins as p\n", "import hydra._internal.core_plugins"),
+        ("def f(m):\n    return m._nodes_by_depth\n", "._nodes_by_depth"),
+        ("X = 'hydra._internal.core_plugins.basic_sweeper.BasicSweeper'\n", "_internal"),
+    ],
+)
+def test_the_private_api_check_catches_each_kind(source, expected):
+    assert any(expected in use for use in private_uses("probe.py", source))
+    assert not private_uses("probe.py", "class A:\n    def f(self):\n        return self._x\n")
