@@ -13,7 +13,7 @@ For each HR image (uint8, RGB or gray):
 Y is ``sr.core.color.y_channel`` of the float images (unrounded). The LR is thus made from RGB,
 then converted to Y (MATLAB: ``imresize``, ``uint8``, ``rgb2ycbcr``), as in the literature;
 training makes its LR from the rounded Y instead (``sr.core.degrade`` explains why and gives the
-PSNR difference this makes, measured by ``scripts/lr_order.py``).
+PSNR difference this makes, measured by ``benchmarks/lr_order.py``).
 
 With this protocol bicubic x4 gives the published 28.42 dB / 0.8104 on Set5 and 26.00 / 0.7027 on
 Set14 (``../shared/datasets/README.md``).

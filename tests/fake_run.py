@@ -34,12 +34,13 @@ def make_run(compose, run_dir: Path, steps=(5,), scale: int = 4, overrides=TINY)
     return run_dir
 
 
-def load_script(name: str):
-    """Import ``scripts/<name>.py`` as a module (the scripts are not a package)."""
+def load_script(name: str, folder: str = "scripts"):
+    """Import ``<folder>/<name>.py`` as a module (``scripts/``, the user commands, or
+    ``benchmarks/``, the studies: neither is a package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        f"scripts_{name}", PROJECT_ROOT / "scripts" / f"{name}.py"
+        f"{folder}_{name}", PROJECT_ROOT / folder / f"{name}.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -132,13 +132,13 @@ def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_pre
 
 
 def test_fusion_oracle_shows_what_alignment_is_for():
-    """scripts/fusion_oracle.py on 4 demo training sequences: aligned by the true path with a
+    """benchmarks/fusion_oracle.py on 4 demo training sequences: aligned by the true path with a
     Fourier shift, 3 frames predict the validation frames better than 1; bilinear warping and no
     alignment do worse than the Fourier shift; the estimated shift keeps part of the gain (0.14
     of 0.34 dB on this subset, 0.67 of 0.82 dB fitted on all 14)."""
     from tests.fake_run import load_script
 
-    rows = load_script("fusion_oracle").main(["--limit", "4"])
+    rows = load_script("fusion_oracle", "benchmarks").main(["--limit", "4"])
     held = {label.split(",")[-1].strip(): v[1] for label, v in rows.items()}
     single, fourier = held["1 frame"], held["Fourier shift"]
     assert fourier > single + 0.3

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image, ImageOps
 
+from sr.core import images
 from sr.core.color import y_channel
 from sr.core.images import ImageFolderError, load_image, load_y
-from sr.core import images
 from tests.conftest import photo
 
 codecs = pytest.importorskip("imagecodecs")

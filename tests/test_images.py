@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image
 
+from sr.core import images
 from sr.core.images import (
     ImageFolderError,
     image_size,
@@ -15,7 +16,6 @@ from sr.core.images import (
     load_y_pair,
     scan_folder,
 )
-from sr.core import images
 from tests.conftest import photo
 
 

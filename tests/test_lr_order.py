@@ -1,4 +1,4 @@
-"""scripts/lr_order.py: LR Y and PSNR with the LR made from RGB (evaluation) and from Y
+"""benchmarks/lr_order.py: LR Y and PSNR with the LR made from RGB (evaluation) and from Y
 (training), for bicubic and a run; the figures agree with sr.evaluation."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, write_photos
 from tests.fake_run import load_script, make_run
 
-lr_order = load_script("lr_order")
+lr_order = load_script("lr_order", "benchmarks")
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_rgb_then_y_figures_are_the_evaluation_protocols(folder, compose, tmp_pa
 
 
 def test_cli_prints_the_table(folder):
-    cmd = [sys.executable, "scripts/lr_order.py", "--folder", str(folder)]
+    cmd = [sys.executable, "benchmarks/lr_order.py", "--folder", str(folder)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "| image | LR Y mean diff | LR Y max diff | bicubic RGB>Y (dB) |" in proc.stdout

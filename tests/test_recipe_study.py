@@ -1,4 +1,4 @@
-"""scripts/recipe_study.py without training: the train.py command of an equal-steps run (the
+"""benchmarks/recipe_study.py without training: the train.py command of an equal-steps run (the
 recipe's schedule scaled, read from its experiment file) and of an equal-minutes run (the recipe's
 own schedule over the budget), the studies' fixed base recipe, run names, and the end of a run."""
 
@@ -9,7 +9,7 @@ import pytest
 from sr.config import compose
 from tests.fake_run import load_script
 
-rs = load_script("recipe_study")
+rs = load_script("recipe_study", "benchmarks")
 
 
 def _values(cmd: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""scripts/scale_table.py: the conv FLOP counter against hand computations (a tiny stack with a
+"""benchmarks/scale_table.py: the conv FLOP counter against hand computations (a tiny stack with a
 stride, a non-square kernel and a pixel shuffle; ESPCN; EDSR-baseline), the step-time and cores
 formulas on hand examples, the CPU cost lookup, and the table end to end on ESPCN alone."""
 
@@ -13,7 +13,7 @@ from sr.models import PixelShuffle, build_edsr, build_espcn
 from tests.conftest import ROOT
 from tests.fake_run import load_script
 
-st = load_script("scale_table")
+st = load_script("scale_table", "benchmarks")
 
 
 def test_conv_flops_by_hand():

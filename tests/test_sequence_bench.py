@@ -1,5 +1,5 @@
 """Sequence-mode benchmark helpers (``sr.bench.sequences``): the order-bias measure of
-``scripts/shuffle_report.py --only sequence`` and the naive pipeline of ``scripts/bench_data.py
+``benchmarks/shuffle_report.py --only sequence`` and the naive pipeline of ``scripts/bench_data.py
 --sequence``, on a tiny folder of sorted sequences cut from real photos."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The reference pipelines of ``../shared/references``, ported to TensorFlow 2 as faithfully as
-possible: the baselines of ``scripts/bench_data.py`` and ``scripts/shuffle_report.py``.
+possible: the baselines of ``scripts/bench_data.py`` and ``benchmarks/shuffle_report.py``.
 
 They are benchmark baselines, not product code: they keep the references' choices (one decode
 per patch; Python per patch; one Example per patch parsed and resized one at a time; a 2000-record

@@ -1,5 +1,5 @@
 """Sequence mode (``data=sequence``) baselines and measures, for ``scripts/bench_data.py
---sequence`` and ``scripts/shuffle_report.py --only sequence``.
+--sequence`` and ``benchmarks/shuffle_report.py --only sequence``.
 
 - :func:`naive_sequence`: the naive pipeline, "decode k frames per sample": a ``tf.data``
   pipeline over the shuffled list of windows that reads and decodes the k frames of every sample

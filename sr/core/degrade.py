@@ -30,12 +30,12 @@ non-linear clipping sit between them; Y itself is affine, so without rounding th
 - inference (``sr.inference``, ``scripts/upscale.py``, the exported SavedModel) makes no LR at
   all: its input is the LR.
 
-What the difference costs, measured on Set5 x4 by ``scripts/lr_order.py`` (the same upscaler fed
+What the difference costs, measured on Set5 x4 by ``benchmarks/lr_order.py`` (the same upscaler fed
 the LR Y made each way, Y PSNR with the protocol of ``sr.evaluation``), for bicubic (upscaling the
 LR Y) and for the default ESPCN trained 3000 steps on the demo photos
 (``python train.py train.steps=3000 hydra.run.dir=/tmp/lr_order_run``)::
 
-    python scripts/lr_order.py /tmp/lr_order_run --folder ../shared/datasets/Set5
+    python benchmarks/lr_order.py /tmp/lr_order_run --folder ../shared/datasets/Set5
 
                               RGB, then Y   Y, then LR   difference (per image)
     LR Y, |diff| mean / max                              0.284 / 1.18 grey levels
@@ -50,7 +50,7 @@ baseline, which upscales the RGB LR and then takes Y, gives 28.431 dB; published
 
 Training in the evaluation's order is ``data.lr_from=rgb`` (``sr.data.pairs.rgb_pairs``: RGB
 crops, ``make_lr`` of R, G and B, then Y). Trained both ways at equal steps (``python
-scripts/recipe_study.py lr_order``: the former 20-minute recipe of ``docs/results.md``, 16 blocks
+benchmarks/recipe_study.py lr_order``: the former 20-minute recipe of ``docs/results.md``, 16 blocks
 of 48 features at batch 16, at 600 steps, seeds 0, 1, 2), the RGB order scores +0.019 dB on Set5
 (+0.009 to +0.025) and +0.010 dB on Set14 (+0.007 to +0.012): the same sign for every seed, and
 one or two hundredths of a decibel, the last digit of published tables. Y stays the default:

@@ -19,7 +19,7 @@ crops from B different pool windows chosen uniformly at random. So a batch's win
 uniform draw from the pool, itself a uniform draw of the whole index: with Q sequences of equal
 length the expected number of distinct sequences in a batch of B is ``Q (1 - (1 - 1/Q)^B)``
 (about B when Q >> B), and which frames of a sequence appear does not depend on when it is read
-(``scripts/shuffle_report.py`` measures the bias of draw order against (sequence, frame)).
+(``benchmarks/shuffle_report.py`` measures the bias of draw order against (sequence, frame)).
 
 Memory is bounded whatever the sequence length: at most ``pool_frames`` decoded frames and
 ``pool_memory_mb`` megabytes are held at once, counting the frames being decoded ahead
@@ -221,7 +221,7 @@ class WindowPool(PatchPool):
         the draw order does not correlate with (sequence, frame) even over the few hundred
         windows of a run's first batches: Spearman rho of draw order against window rank over
         the first 10,000 draws has an sd of 0.007 over seeds, against about 0.035 with a plain
-        permutation (``scripts/shuffle_report.py``, ``docs/performance.md``).
+        permutation (``benchmarks/shuffle_report.py``, ``docs/performance.md``).
         """
         m = max(1, min(n, self.pool_size))
         stratum = np.arange(n) * m // n  # nondecreasing: strata of consecutive windows

@@ -23,7 +23,7 @@ local object motion is not compensated):
    shift does not wrap one border onto the other.
 
 The shifts are functions of the inputs only (no weights, no gradient through the estimate).
-Measured on the demo sequences by ``scripts/fusion_oracle.py`` (``docs/performance.md``): a
+Measured on the demo sequences by ``benchmarks/fusion_oracle.py`` (``docs/performance.md``): a
 linear fusion of 3 frames aligned by the true camera path gains 0.82 dB over 1 frame with a
 Fourier shift, 0.29 dB with a cubic spline, none with bilinear warping; aligned by this layer's
 estimate, 0.67 dB; not aligned, it loses 0.26 dB.

@@ -253,7 +253,7 @@ def input_pipeline() -> int:
 def local_cluster(workers: int) -> list[str]:
     """``TF_CONFIG`` values (JSON) of a cluster of ``workers`` processes on 127.0.0.1, one per
     worker in index order, on free ports: for trying ``train.strategy=multi_worker`` on one
-    machine (the tests and ``scripts/bench_workers.py`` do)."""
+    machine (the tests and ``benchmarks/bench_workers.py`` do)."""
     import socket
 
     socks = [socket.socket() for _ in range(workers)]

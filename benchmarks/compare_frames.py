@@ -1,7 +1,7 @@
 """Multi-frame against single-frame at the same step budget, on validation sequences.
 
-    python scripts/compare_frames.py                          # demo sequences, 3 seeds
-    python scripts/compare_frames.py --steps 3000 --seeds 0 1 2 --frames 3 --out DIR
+    python benchmarks/compare_frames.py                          # demo sequences, 3 seeds
+    python benchmarks/compare_frames.py --steps 3000 --seeds 0 1 2 --frames 3 --out DIR
 
 Trains ``model=espcn_mf`` on ``data=sequence`` twice per seed: with ``data.frames=K`` (the k
 LR frames of a window in, the last frame's SR out) and with ``data.frames=1`` (the same network

@@ -1,9 +1,9 @@
 """Shuffle quality of both loader modes against the reference pipelines, measured and drawn.
 
-    python scripts/shuffle_report.py                 # ../shared/datasets/hr_sample (80 images)
-    python scripts/shuffle_report.py --quick         # fewer draws
-    python scripts/shuffle_report.py --folder DIR --out outputs/shuffle
-    python scripts/shuffle_report.py --only sequence # data=sequence only (~1.5 min)
+    python benchmarks/shuffle_report.py                 # ../shared/datasets/hr_sample (80 images)
+    python benchmarks/shuffle_report.py --quick         # fewer draws
+    python benchmarks/shuffle_report.py --folder DIR --out outputs/shuffle
+    python benchmarks/shuffle_report.py --only sequence # data=sequence only (~1.5 min)
 
 The folder's images are sorted by name, and the source index of every drawn patch is known
 (``DataLoader.patch_dataset()`` yields it; the reference pipelines carry it). For each pipeline:

@@ -1,7 +1,7 @@
 """Measure what the order of colour conversion and LR changes: evaluation's LR (RGB, then Y) vs
 training's (Y, then LR).
 
-    python scripts/lr_order.py [RUN_DIR] --folder ../shared/datasets/Set5 [--scale 4]
+    python benchmarks/lr_order.py [RUN_DIR] --folder ../shared/datasets/Set5 [--scale 4]
 
 Evaluation follows the literature (MATLAB ``imresize`` of the RGB HR, rounded to uint8, then
 ``rgb2ycbcr``); training makes the LR from the rounded uint8 Y of the HR (``sr.core.degrade``

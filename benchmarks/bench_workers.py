@@ -1,7 +1,7 @@
 """Data-wait of one worker against two local workers (``train.strategy=multi_worker``).
 
-    python scripts/bench_workers.py                     # ~6 min on 2 cores
-    python scripts/bench_workers.py --steps 40 --folder DIR --mode generator
+    python benchmarks/bench_workers.py                     # ~6 min on 2 cores
+    python benchmarks/bench_workers.py --steps 40 --folder DIR --mode generator
 
 Runs the real ``train.py`` on the same data and model: once as one process (the default
 strategy, global batch B), once as two worker processes on 127.0.0.1 (``TF_CONFIG``, global batch

@@ -1,8 +1,8 @@
 """How many input cores a GPU needs: the table of ``docs/scale.md``.
 
-    python scripts/scale_table.py                           # print the markdown tables
-    python scripts/scale_table.py --check --out outputs/scale_table.md
-    python scripts/scale_table.py --gpu "H100 TF32" --bench my_gpu_host/bench_data.json
+    python benchmarks/scale_table.py                           # print the markdown tables
+    python benchmarks/scale_table.py --check --out outputs/scale_table.md
+    python benchmarks/scale_table.py --gpu "H100 TF32" --bench my_gpu_host/bench_data.json
 
 For ESPCN, EDSR-baseline and EDSR (32 x 256) at a per-GPU batch of 16 and 64 on 1, 4 and 8 GPUs:
 the patches/s one GPU consumes and the CPU cores each data mode needs to keep data-wait below 2 %.

@@ -1,8 +1,8 @@
 """Exact resume: what it costs, and a check that it is exact at the default sizes.
 
-    python scripts/bench_resume.py                    # ~5 min on 2 cores
-    python scripts/bench_resume.py --quick            # smoke run
-    python scripts/bench_resume.py --folder DIR --out outputs/bench
+    python benchmarks/bench_resume.py                    # ~5 min on 2 cores
+    python benchmarks/bench_resume.py --quick            # smoke run
+    python benchmarks/bench_resume.py --folder DIR --out outputs/bench
 
 Default folder: the first ``--images`` photos of ``../shared/datasets/hr_sample`` re-encoded as
 PNG. Every figure is measured in this run, on this machine (its CPU flags are printed):

@@ -1,7 +1,7 @@
 """How much can a frame's neighbours add, and does alignment matter? A linear oracle on the demo
 sequences, measured in seconds, no training.
 
-    python scripts/fusion_oracle.py [--frames 3]
+    python benchmarks/fusion_oracle.py [--frames 3]
 
 For every frame t of every demo sequence (``sr.data.demo``), the LR (x4, the project's operator)
 of the window t-k+1..t (the first frame standing in before the start) predicts the HR of frame t

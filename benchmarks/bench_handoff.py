@@ -1,7 +1,7 @@
 """How long ``next(iterator)`` takes when a batch is already waiting: the floor of the training
 log's data-wait.
 
-    python scripts/bench_handoff.py [--pause-ms 24] [--steps 200]
+    python benchmarks/bench_handoff.py [--pause-ms 24] [--steps 200]
 
 Calls ``next()`` on several pipelines, with the consumer pausing ``--pause-ms`` between calls (as a
 training step does) and in a tight loop, and prints the mean time per call in ms. A synthetic

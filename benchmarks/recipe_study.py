@@ -1,10 +1,10 @@
 """Choices of the quality recipe compared at equal steps or equal minutes, over seeds (issue 11).
 
-    python scripts/recipe_study.py crops                      # 600 steps, seeds 0 1 2
-    python scripts/recipe_study.py lr_order --steps 600 --seeds 0 1 2 --runs DIR
-    python scripts/recipe_study.py crops --steps 1800 --seeds 0 --images 14 \
+    python benchmarks/recipe_study.py crops                      # 600 steps, seeds 0 1 2
+    python benchmarks/recipe_study.py lr_order --steps 600 --seeds 0 1 2 --runs DIR
+    python benchmarks/recipe_study.py crops --steps 1800 --seeds 0 --images 14 \
         --variants grid subimage
-    python scripts/recipe_study.py size --minutes 4.875 --seeds 0    # the machine alone
+    python benchmarks/recipe_study.py size --minutes 4.875 --seeds 0    # the machine alone
 
 Every run is ``python train.py experiment=cpu20_hr_sample`` (edsr_lite on the 80 photographs
 of ``../shared/datasets/hr_sample``, L1, Adam, cosine with warm-up) with the study's overrides.

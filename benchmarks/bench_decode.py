@@ -1,10 +1,10 @@
 """Decoder benchmark: MP/s of each maintained decoder on real PNG and JPEG photos, their pixel
 identity with Pillow, and the generator mode against its decode-bound ceiling.
 
-    python scripts/bench_decode.py                     # decoders + load_y (~2 min on 2 cores)
-    python scripts/bench_decode.py --generator         # + bench_data's generator_ppi100 rows,
+    python benchmarks/bench_decode.py                     # decoders + load_y (~2 min on 2 cores)
+    python benchmarks/bench_decode.py --generator         # + bench_data's generator_ppi100 rows,
                                                        #   Pillow-only and with the fast decoders
-    python scripts/bench_decode.py --png-folder DIR --jpeg-folder DIR --images 20 --repeats 7
+    python benchmarks/bench_decode.py --png-folder DIR --jpeg-folder DIR --images 20 --repeats 7
 
 Every decoder turns the bytes of a file (read inside the timing, from the page cache) into an RGB
 uint8 array on one thread (OpenCV and TensorFlow told to use one thread); MP/s is the median over
