@@ -5,6 +5,7 @@ only. Each test names what broke and where."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ SCRIPTS = 6  # scripts/ holds the commands users run, no more
 # The only places allowed to touch another library's private name: each is one function that
 # wraps it, with a comment naming the library version and a test that fails when it changes.
 PRIVATE_ALLOWED: set[tuple[str, str]] = set()
+PRIVATE_NAME = re.compile(r"_[A-Za-z][A-Za-z0-9_]*[A-Za-z0-9]")  # _x, not _x_ (_target_)
 
 
 def python_files(*folders: str) -> list[Path]:
@@ -77,6 +79,32 @@ def test_scripts_are_the_user_commands():
     assert not long, f"scripts over {SCRIPT_LINES} lines (move the logic into sr/): {long}"
 
 
+ATTR_FUNCTIONS = ("getattr", "hasattr", "setattr", "delattr")
+
+
+def private_strings(node: ast.Call | ast.Compare) -> list[str]:
+    """Private names given as strings: ``getattr(x, "_y")`` (x not self), a private class name
+    compared (``name == "_Y"``), a private name passed to a call (``get_tensor("_Y")``)."""
+    if isinstance(node, ast.Compare):
+        values = [node.left, *node.comparators]
+    elif isinstance(node.func, ast.Name) and node.func.id in ATTR_FUNCTIONS:
+        owner = node.args[0] if node.args else None
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            return []
+        values = node.args[1:2]
+    else:
+        values = [
+            a for a in node.args if isinstance(a, ast.Constant) and str(a.value)[1:2].isupper()
+        ]
+    return [
+        v.value
+        for v in values
+        if isinstance(v, ast.Constant)
+        and isinstance(v.value, str)
+        and PRIVATE_NAME.fullmatch(v.value)
+    ]
+
+
 def private_uses(rel: str, text: str) -> list[str]:
     """Uses of a private name of another object or module in the file ``rel`` of text ``text``:
     ``x._name`` where ``x`` is not ``self`` or ``cls``, imports of a module path or name that
@@ -106,8 +134,10 @@ def private_uses(rel: str, text: str) -> list[str]:
                     ):
                         found.append(f"{rel}:{node.lineno} import {module}")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if "._internal" in node.value or node.value.startswith("_internal"):
+                if "._internal" in node.value:  # a library's _internal module by name
                     found.append(f"{rel}:{node.lineno} {node.value!r}")
+            if isinstance(node, ast.Call | ast.Compare):
+                found += [f"{rel}:{node.lineno} {name!r}" for name in private_strings(node)]
     return found
 
 
@@ -126,6 +156,11 @@ def test_no_private_api_of_other_libraries():
         ("import hydra._internal.core_plugins as p\n", "import hydra._internal.core_plugins"),
         ("def f(m):\n    return m._nodes_by_depth\n", "._nodes_by_depth"),
         ("X = 'hydra._internal.core_plugins.basic_sweeper.BasicSweeper'\n", "_internal"),
+        ("def f(o):\n    return getattr(o, '_iterations', None)\n", "'_iterations'"),
+        (
+            "def f(r):\n    return r.get_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')\n",
+            "_CHECKPOINTABLE",
+        ),
     ],
 )
 def test_the_private_api_check_catches_each_kind(source, expected):
