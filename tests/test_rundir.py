@@ -326,3 +326,34 @@ def test_a_resumed_sweep_into_held_directories_is_refused_naming_each_problem(fo
         assert snapshot(sweep_dir) == before  # no multirun.yaml, no job folder, no .hydra
         assert sorted(before) == [LOCK_FILE, f"1/{LOCK_FILE}"]
         assert snapshot(run) == run_before
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["train.lr=1e-3,2e-3"],
+        ["a=1,2", "b=x", "c=3,4,5"],
+        ["a=1,2", "b=x", "a=7,8,9"],  # a key given twice: its first place, its last value
+        ["model=espcn,edsr_lite", "+x=[1,2]", "y=choice(p,q)", "z=null"],
+        [],
+    ],
+)
+def test_job_overrides_are_those_of_hydras_basic_sweeper(arguments):
+    """sweep_job_dirs computes a basic sweep's jobs with public API (Override); this fails when
+    Hydra (1.3.x here) changes how its basic sweeper splits a sweep into jobs."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sr.train.rundir import job_overrides
+
+    overrides = OverridesParser.create().parse_overrides(arguments)
+    (hydras,) = BasicSweeper.split_arguments(overrides, None)
+    assert job_overrides(overrides) == hydras
+
+
+def test_only_the_basic_sweeper_has_jobs_known_in_advance(tmp_path):
+    config, jobs = multirun_jobs(*SWEEP, "data=generator", f"hydra.sweep.dir={tmp_path}")
+    assert config.hydra.runtime.choices["hydra/sweeper"] == "basic" and len(jobs) == 2
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.runtime.choices["hydra/sweeper"] = "optuna"
+    assert sweep_job_dirs(config) is None

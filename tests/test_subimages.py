@@ -56,7 +56,7 @@ def test_records_are_exact_sub_images_and_cover_every_crop_position(compose, pho
     corners: dict[int, list] = {}
     for name in tfrecord.shard_files(source.tfrecord_dir, manifest):
         for raw in tf.data.TFRecordDataset(name):
-            f = tf.io.parse_single_example(raw, tfrecord._feature_spec())
+            f = tf.io.parse_single_example(raw, tfrecord.feature_spec())
             assert int(f["hr_height"]) == int(f["hr_width"]) == 80
             corners.setdefault(int(f["image"]), []).append((int(f["y"]), int(f["x"])))
     for i, (h, w) in enumerate(source.images.sizes):

@@ -37,7 +37,7 @@ def _records(folder, manifest):
     out = []
     for s in manifest["shards"]:
         for raw in tf.data.TFRecordDataset(str(folder / s["file"])):
-            f = tf.io.parse_single_example(raw, tfrecord._feature_spec())
+            f = tf.io.parse_single_example(raw, tfrecord.feature_spec())
             out.append({k: v.numpy() for k, v in f.items()})
         yield s["file"], out
         out = []
@@ -131,7 +131,7 @@ def test_a_failed_write_leaves_the_old_set_intact(shards, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(tfrecord, "_shuffle_buckets", boom)
+    monkeypatch.setattr(tfrecord.write, "shuffle_buckets", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         tfrecord.write_shards(images, folder, PARAMS, 4, seed=1, progress=False)
     assert tfrecord.read_manifest(folder) == manifest
@@ -278,16 +278,17 @@ def test_leftovers_of_dead_builds_are_removed_and_live_ones_kept(photo_dir, tmp_
 SLOW_BUILD = r"""
 import sys, time
 from sr.data import tfrecord
+from sr.data.tfrecord import write
 from sr.core.images import scan_folder
 
 hr, out, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
-load = tfrecord.load_y_pair
+load = write.load_y_pair
 
 def slow_load(*args, **kwargs):
     time.sleep(delay)
     return load(*args, **kwargs)
 
-tfrecord.load_y_pair = slow_load
+write.load_y_pair = slow_load  # the decode of the build
 params = tfrecord.PatchParams(patch_size=32, scale=4, margin=8, stride=16, lr_dir=None)
 images = scan_folder(hr, params.crop)
 tfrecord.write_shards(images, out, params, 4, seed=1, workers=1, progress=False)
@@ -331,7 +332,7 @@ def test_a_build_killed_midway_leaves_the_old_set_and_the_next_build_cleans_up(s
     assert json.loads((leftover / tfrecord.OWNER).read_text())["pid"] == child.pid
     assert not (leftover / tfrecord.MANIFEST).exists()
     assert not list(leftover.glob("patches-*")) and not (tmp_path / ".shards.new").exists()
-    assert not tfrecord._lock_busy(folder)  # the kernel released the dead build's lock
+    assert not tfrecord.lock_busy(folder)  # the kernel released the dead build's lock
     # the next build (another shard count) is not blocked, removes the leftover, and is sound
     rebuilt = tfrecord.write_shards(images, folder, PARAMS, 3, seed=2, progress=False)
     assert not leftover.exists()
@@ -356,10 +357,10 @@ import json, logging, pathlib, sys, time
 
 import sr.config
 from sr.config import build_source
-from sr.data import tfrecord
+from sr.data.tfrecord import write
 
 hr, out, gate, *run = sys.argv[1:]
-load = tfrecord.load_y_pair
+load = write.load_y_pair
 
 def gated_load(*args, **kwargs):
     # Decoding waits until the other run has said it waits for this build: no race on speed.
@@ -370,7 +371,7 @@ def gated_load(*args, **kwargs):
         time.sleep(0.02)
     return load(*args, **kwargs)
 
-tfrecord.load_y_pair = gated_load
+write.load_y_pair = gated_load  # the decode of the build
 logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 cfg = sr.config.compose(*run, f"data.hr_dir={hr}", f"data.tfrecord_dir={out}")
 manifest = build_source(cfg).ensure_shards()
@@ -450,7 +451,7 @@ def test_the_build_lock_excludes_other_threads_and_is_reentrant(tmp_path, caplog
             while not any("waiting" in r.getMessage() for r in caplog.records):
                 assert time.monotonic() < deadline, "the other thread never waited"
                 time.sleep(0.01)
-            assert tfrecord._lock_busy(target) is False  # held by this very thread
+            assert tfrecord.lock_busy(target) is False  # held by this very thread
             order.append("holder")
     thread.join(30)
     assert order == ["holder", "other"] and not tfrecord.lock_path(target).exists()

@@ -1,3 +1,4 @@
 """Primitives every layer may use, importing nothing else of ``sr``: image I/O (``images``), the Y
 channel (``color``), the LR operator (``degrade``), PSNR and SSIM (``metrics``), sequences of
-frames and their windows (``frames``), and the errors shared across layers (``errors``)."""
+frames and their windows (``frames``), the one file lock of run folders and shard builds
+(``lock``), and the errors shared across layers (``errors``)."""

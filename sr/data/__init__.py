@@ -1,6 +1,7 @@
 """Input pipeline: image listing and decoding (``images``), the Y channel (``color``), the LR
 operator (``degrade``), the graph stage that makes training pairs (``pairs``), and the data
-sources, one module each: ``tfrecord`` (``data=tfrecord``), ``generator`` (``data=generator``)
+sources, one module each: ``tfrecord`` (``data=tfrecord``, a package: writing, manifest,
+build lock, verification, read path), ``generator`` (``data=generator``)
 and ``sequence`` (``data=sequence``, multi-frame windows), all built on ``source``."""
 
 from sr.data.generator import GeneratorConfig, GeneratorSource

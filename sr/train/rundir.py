@@ -43,24 +43,25 @@ directory, opens its ``train.log``, writes its ``.hydra/`` files and only then c
 from __future__ import annotations
 
 import atexit
-import fcntl
-import json
+import itertools
 import os
-import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from sr.core.lock import FileLock, LockBusy
 from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, load_run_config
 
 LOCK_FILE = ".lock"
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 REFUSED_EXIT_CODE = 2
 
 
@@ -69,8 +70,9 @@ class RunDirBusy(RunDirError):
 
 
 class RunDirLock:
-    """Exclusive ownership of a run directory: ``fcntl.flock`` on ``<run_dir>/.lock``, which holds
-    the owner's ``{"pid", "host", "since"}`` as JSON.
+    """Exclusive ownership of a run directory: the lock file ``<run_dir>/.lock``
+    (:class:`sr.core.lock.FileLock`, ``fcntl.flock``), which holds the owner's
+    ``{"pid", "host", "since"}`` as JSON.
 
     The kernel releases the lock when its process ends, however it ends (SIGKILL included), so a
     lock file left by a dead process does not block. Use as a context manager, or call
@@ -84,30 +86,38 @@ class RunDirLock:
         self.path = self.run_dir / LOCK_FILE
         self.setting = setting  # the setting a refusal tells the user to change
         self.kind = kind  # what the directory is, in a refusal
-        self._fd: int | None = None
+        self.file_lock = FileLock(self.path)  # the file stays, with the last owner's record
 
     @property
     def held(self) -> bool:
         """Whether this object holds the lock."""
-        return self._fd is not None
+        return self.file_lock.held
 
     def holder(self) -> str | None:
         """The other process holding the lock, as ``pid N on host H since T``; None when free.
 
         Reads only: nothing is created or written.
         """
-        if self.held or not self.path.is_file():
-            return None
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return self._describe_holder()
-        else:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
+        record = self.file_lock.holder()
+        return None if record is None else describe_holder(record)
+
+    def busy_message(self, holder: str) -> str:
+        """The refusal for a directory held by ``holder`` (:meth:`holder`): names the
+        directory, the holder, the lock file and the ways out."""
+        return (
+            f"{self.kind} {self.run_dir} is in use by another run: {holder} (lock {self.path});"
+            f" wait for that run to end or stop it, or choose another {self.setting}"
+        )
+
+    def check_free(self) -> None:
+        """Refuse a directory another process holds. Reads only.
+
+        Raises:
+            RunDirBusy: naming the holder (:meth:`busy_message`).
+        """
+        holder = self.holder()
+        if holder:
+            raise RunDirBusy(self.busy_message(holder))
 
     def acquire(self) -> RunDirLock:
         """Take the lock (creating the directory and the lock file) and record this process.
@@ -115,31 +125,15 @@ class RunDirLock:
         Raises:
             RunDirBusy: if another process holds it, naming that process.
         """
-        if self.held:
-            return self
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RunDirBusy(self._busy_message(self._describe_holder())) from None
-        owner = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(owner) + "\n").encode())
-        self._fd = fd
+            self.file_lock.acquire(blocking=False)
+        except LockBusy as e:
+            raise RunDirBusy(self.busy_message(describe_holder(e.holder))) from None
         return self
 
     def release(self) -> None:
         """Release the lock (the file stays, with the last owner's record)."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        self.file_lock.release()
 
     def __enter__(self) -> RunDirLock:
         return self.acquire()
@@ -147,18 +141,13 @@ class RunDirLock:
     def __exit__(self, *exc) -> None:
         self.release()
 
-    def _describe_holder(self) -> str:
-        try:
-            owner = json.loads(self.path.read_text())
-            return f"pid {owner['pid']} on host {owner['host']} since {owner['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "a process that has not recorded itself yet"
 
-    def _busy_message(self, holder: str) -> str:
-        return (
-            f"{self.kind} {self.run_dir} is in use by another run: {holder} (lock {self.path});"
-            f" wait for that run to end or stop it, or choose another {self.setting}"
-        )
+def describe_holder(record: dict) -> str:
+    """A lock holder's record as ``pid N on host H since T``."""
+    try:
+        return f"pid {record['pid']} on host {record['host']} since {record['since']}"
+    except KeyError:
+        return "a process that has not recorded itself yet"
 
 
 def _plain(node: Any) -> Any:
@@ -268,9 +257,7 @@ def claim(cfg: DictConfig, run_dir: str | Path, sweep_dir: str | Path | None = N
         RunDirError: see :func:`check_new_run` and :func:`check_resume`.
     """
     lock = RunDirLock(run_dir, "hydra.run.dir" if sweep_dir is None else "hydra.sweep.dir")
-    holder = lock.holder()
-    if holder:
-        raise RunDirBusy(lock._busy_message(holder))
+    lock.check_free()
     check_new_run(cfg, run_dir, sweep_dir)
     if cfg.get("resume"):
         check_resume(cfg)
@@ -299,6 +286,35 @@ def run_dir_of(config: DictConfig) -> Path:
     return Path(os.path.abspath(str(OmegaConf.select(config, "hydra.run.dir"))))
 
 
+def is_basic_sweeper(config: DictConfig) -> bool:
+    """Whether a multirun goes through Hydra's basic sweeper (the default), whose jobs are known
+    in advance: the option chosen for the ``hydra/sweeper`` config group
+    (``hydra.runtime.choices``) is ``basic``."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
+    return choices.get("hydra/sweeper") == "basic"
+
+
+def job_overrides(overrides: list[Override]) -> list[list[str]]:
+    """The overrides of each job of a basic sweep, in job order: per key (in the order keys
+    first appear, the last value of a key given twice) the values of its discrete sweep
+    (``a=1,2``) or its one value, then the cartesian product over the keys. As Hydra 1.3's
+    basic sweeper splits its arguments (``tests/test_rundir.py`` compares the two).
+
+    Raises:
+        ValueError: for a range or interval sweep, which the basic sweeper refuses too.
+    """
+    values: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise ValueError(f"{key}: the basic sweeper sweeps lists (a=1,2) only")
+    return [list(job) for job in itertools.product(*values.values())]
+
+
 def sweep_job_dirs(config: DictConfig) -> list[tuple[Path, DictConfig]] | None:
     """The jobs of a multirun as Hydra's basic sweeper and launcher will run them: ``(absolute
     job directory, job config)`` in job order, computed the way they do it (the same override
@@ -308,12 +324,7 @@ def sweep_job_dirs(config: DictConfig) -> list[tuple[Path, DictConfig]] | None:
     Returns None when the jobs cannot be known in advance: another sweeper (Optuna, Ax, ...
     choose their jobs as they go), or overrides Hydra will itself refuse.
     """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if OmegaConf.select(config, "hydra.sweeper._target_") != BASIC_SWEEPER:
+    if not is_basic_sweeper(config):
         return None
     saved = HydraConfig.instance().cfg
     try:
@@ -322,12 +333,9 @@ def sweep_job_dirs(config: DictConfig) -> list[tuple[Path, DictConfig]] | None:
         arguments = [f"{k}={v}" for k, v in params.items()]
         arguments += OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
         overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-        batches = BasicSweeper.split_arguments(
-            overrides, OmegaConf.select(config, "hydra.sweeper.max_batch_size")
-        )
         jobs = []
-        for num, job_overrides in enumerate(o for batch in batches for o in batch):
-            job = loader.load_sweep_config(config, list(job_overrides))
+        for num, overrides_of_job in enumerate(job_overrides(overrides)):
+            job = loader.load_sweep_config(config, overrides_of_job)
             with open_dict(job):
                 job.hydra.job.id = num
                 job.hydra.job.num = num
@@ -373,10 +381,10 @@ def check_sweep(config: DictConfig, jobs: list[tuple[Path, DictConfig]] | None) 
         check_no_resume([config, *(job for _, job in jobs or [])])
     except RunDirError as e:
         problems.append(str(e))
-    sweep_lock = RunDirLock(sweep_dir, "hydra.sweep.dir", "sweep directory")
-    holder = sweep_lock.holder()
-    if holder:
-        problems.append(sweep_lock._busy_message(holder))
+    try:
+        RunDirLock(sweep_dir, "hydra.sweep.dir", "sweep directory").check_free()
+    except RunDirBusy as e:
+        problems.append(str(e))
     first_job: dict[Path, int] = {}
     for num, (job_dir, job) in enumerate(jobs or []):
         if job_dir in first_job:
@@ -387,10 +395,8 @@ def check_sweep(config: DictConfig, jobs: list[tuple[Path, DictConfig]] | None) 
             continue
         first_job[job_dir] = num
         try:
-            lock = RunDirLock(job_dir, "hydra.sweep.dir")
-            holder = lock.holder() if job_dir != sweep_dir else None  # the sweep's own lock
-            if holder:
-                raise RunDirBusy(lock._busy_message(holder))
+            if job_dir != sweep_dir:  # else the sweep's own lock
+                RunDirLock(job_dir, "hydra.sweep.dir").check_free()
             check_new_run(job, job_dir, sweep_dir)
         except (RunDirError, OSError) as e:
             problems.append(str(e))
