@@ -103,18 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     service = _service_module()
     try:
         if args.worker:
+            port = args.worker_port or service.free_port()
             server = service.start_worker(
-                args.dispatcher, args.worker_port, args.host, check_timeout_s=args.timeout
+                args.dispatcher, port, args.host, check_timeout_s=args.timeout
             )
             log.info(
                 "worker serving at %s:%d, registered with dispatcher %s (Ctrl-C or SIGTERM stops)",
                 service.worker_host(args.dispatcher, args.host),
-                service.bound_port(server),
+                port,
                 service.parse_address(args.dispatcher),
             )
         else:
             server = service.start_dispatcher(args.dispatcher_port, args.work_dir)
-            here = f"{socket.gethostname()}:{service.bound_port(server)}"
+            here = f"{socket.gethostname()}:{service.dispatcher_port(server)}"
             log.info(
                 "dispatcher serving at grpc://%s%s; trainers: data.service=grpc://%s; workers: "
                 "--worker --dispatcher %s (Ctrl-C or SIGTERM stops)",

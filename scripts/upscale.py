@@ -166,7 +166,7 @@ def upscale_sequences(
     for every frame that failed (the others are still written): its own or a neighbour's
     ``ImageFolderError`` (undecodable, too large), a ``ValueError`` (too small, frames of
     different sizes, alpha into JPEG) or an ``OSError``."""
-    from sr.core.frames import window_frames
+    from sr.core.frames import check_same_size, window_frames
 
     failures, k = [], upscaler.frames
     total = sum(len(files) for _, files, _ in jobs)
@@ -191,14 +191,13 @@ def upscale_sequences(
                         raise ValueError(f"frame {files[i].name} of its window: {cache[i]}")
                 image = cache[t][0]
                 for i in window:
-                    other = cache[i][0]
-                    if other.shape[:2] != image.shape[:2]:
-                        raise ValueError(
-                            f"frames differ in size: {files[i].name} is "
-                            f"{other.shape[1]}x{other.shape[0]} but {files[t].name} is "
-                            f"{image.shape[1]}x{image.shape[0]}; the frames of a sequence must "
-                            "share one size"
-                        )
+                    check_same_size(
+                        f"sequence {name}",
+                        files[t].name,
+                        image.shape,
+                        files[i].name,
+                        cache[i][0].shape,
+                    )
                 lumas = [cache[i][1] for i in window]
                 write_image(upscaler.window(lumas, image, tile=tile), outputs[t])
             except (ImageFolderError, ValueError, OSError) as e:

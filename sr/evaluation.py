@@ -42,7 +42,8 @@ import tensorflow as tf
 
 from sr.core.color import y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
-from sr.core.images import ImageFolderError, list_images, load_image
+from sr.core.frames import check_same_size, sequence_size, window_frames
+from sr.core.images import list_images, load_image
 from sr.core.metrics import psnr, ssim
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
@@ -193,6 +194,51 @@ def _means(rows) -> dict:
     return result
 
 
+def _score_sequence(model, seq, parent: Path, scale: int, window, keep, panels, progress):
+    """``{"<sequence>/<frame file>": row}`` of every frame of ``seq`` (rows as
+    :func:`evaluate_sequences`'s ``per_image``), frame t's model input the frames
+    ``window_frames(t, n, *window)`` (``window``: ``(frames, stride, target)``; frame t alone
+    without a model); appends to ``panels`` up to ``keep`` of them. Holds only the frames the
+    coming windows read (windows only move forward).
+
+    Raises:
+        ImageFolderError: for an undecodable frame, or one decoded to another size than the
+            sequence's first frame (``sr.core.frames.check_same_size``).
+    """
+    n, cache, rows, shape = len(seq.files), {}, {}, None
+
+    def window_of(t: int) -> list[int]:
+        return [t] if model is None else window_frames(t, n, *window)
+
+    for t in range(n):
+        reads = window_of(t)
+        for i in (i for i in reads if i not in cache):
+            path = Path(seq.files[i])
+            image = load_image(path)
+            shape = image.shape[:2] if shape is None else shape
+            first = Path(seq.files[0]).name
+            check_same_size(f"sequence {parent / seq.name}", first, shape, path.name, image.shape)
+            item = prepare(image, scale, f"{seq.name}/{path.name}")
+            bicubic = score(item.bicubic_y, item.hr_y, scale)
+            cache[i] = _Frame(item.lr_y, item.hr_y, item.bicubic_y, bicubic)
+        frame, name = cache[t], f"{seq.name}/{Path(seq.files[t]).name}"
+        row = dict(zip(("psnr_bicubic", "ssim_bicubic"), frame.bicubic))
+        if model is not None:
+            sr_y = super_resolve_window(model, [cache[i].lr_y for i in reads])
+            row.update(zip(("psnr", "ssim"), score(sr_y, frame.hr_y, scale)))
+            if len(panels) < keep:
+                panels.append((name, frame.bicubic_y, sr_y, frame.hr_y))
+        frame.hr_y = frame.bicubic_y = None  # scored: only its LR may still be needed
+        rows[name] = row
+        if t + 1 < n:  # drop the frames no later window reads
+            first_needed = min(window_of(t + 1))
+            for i in [i for i in cache if i < first_needed]:
+                del cache[i]
+        if progress is not None:
+            progress()
+    return rows
+
+
 def evaluate_sequences(
     model,
     sequences,
@@ -239,54 +285,16 @@ def evaluate_sequences(
             (names the files).
         ValueError: for a frame too small for the scale, or ``target`` outside the window.
     """
-    from sr.core.frames import sequence_size, window_frames
-
     if not 0 <= target < frames:
         raise ValueError(f"target frame index {target} is not in a window of {frames} frames")
     per_image, per_sequence, panels = {}, {}, []
     for seq in sequences:
         parent = Path(folder) if folder is not None else Path(seq.files[0]).parent.parent
         sequence_size(seq, parent)  # every header: one size, or the odd frames named
-        n, cache, shape, rows = len(seq.files), {}, None, []
-        for t in range(n):
-            window = window_frames(t, n, frames, stride, target) if model is not None else [t]
-            for i in window:
-                if i in cache:
-                    continue
-                path = Path(seq.files[i])
-                image = load_image(path)
-                if shape is None:
-                    shape = image.shape[:2]
-                elif image.shape[:2] != shape:  # decoded size differs from the headers'
-                    raise ImageFolderError(
-                        f"sequence {parent / seq.name}: frames differ in size; "
-                        f"{Path(seq.files[0]).name} is {shape[1]}x{shape[0]} but {path.name} is "
-                        f"{image.shape[1]}x{image.shape[0]}: the frames of a sequence must "
-                        "share one size"
-                    )
-                item = prepare(image, scale, f"{seq.name}/{path.name}")
-                cache[i] = _Frame(
-                    item.lr_y, item.hr_y, item.bicubic_y, score(item.bicubic_y, item.hr_y, scale)
-                )
-            frame, name = cache[t], f"{seq.name}/{Path(seq.files[t]).name}"
-            row = dict(zip(("psnr_bicubic", "ssim_bicubic"), frame.bicubic))
-            if model is not None:
-                sr_y = super_resolve_window(model, [cache[i].lr_y for i in window])
-                row.update(zip(("psnr", "ssim"), score(sr_y, frame.hr_y, scale)))
-                if len(panels) < keep:
-                    panels.append((name, frame.bicubic_y, sr_y, frame.hr_y))
-            frame.hr_y = frame.bicubic_y = None  # scored: only its LR may still be needed
-            per_image[name] = row
-            rows.append(row)
-            if t + 1 < n:  # drop the frames no later window reads (windows only move forward)
-                first = t + 1
-                if model is not None:
-                    first = min(window_frames(t + 1, n, frames, stride, target))
-                for i in [i for i in cache if i < first]:
-                    del cache[i]
-            if progress is not None:
-                progress()
-        per_sequence[seq.name] = {"n": len(rows), **_means(rows)}
+        window = (frames, stride, target)
+        rows = _score_sequence(model, seq, parent, scale, window, keep, panels, progress)
+        per_image.update(rows)
+        per_sequence[seq.name] = {"n": len(rows), **_means(rows.values())}
     result = {
         "n": len(per_image),
         "per_image": per_image,

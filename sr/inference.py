@@ -34,6 +34,7 @@ from PIL import Image
 
 from sr.core.color import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.core.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
+from sr.core.frames import TARGETS, check_same_size, target_index
 from sr.core.images import load_image
 from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
@@ -96,9 +97,39 @@ def _layer_reach(layer, factor: int) -> tuple[float, int] | None:
     return None
 
 
+def _tensor_keys(structure) -> list[tuple[str, int]]:
+    """``(layer name, node index)`` of every tensor in a node's serialized arguments (the
+    ``keras_history`` of each ``__keras_tensor__`` of ``Model.get_config()``)."""
+    if isinstance(structure, dict):
+        if structure.get("class_name") == "__keras_tensor__":
+            name, node, _ = structure["config"]["keras_history"]
+            return [(name, node)]
+        return [key for value in structure.values() for key in _tensor_keys(value)]
+    if isinstance(structure, list | tuple):
+        return [key for value in structure for key in _tensor_keys(value)]
+    return []
+
+
+def _functional_layers(model) -> tuple[list[dict], list] | None:
+    """``(layers, outputs)`` of a functional model's config (``layers`` in graph order, each with
+    its ``inbound_nodes``; ``outputs`` as ``[name, node, tensor]``); None for a Sequential or
+    subclassed model."""
+    if isinstance(model, keras.Sequential):
+        return None
+    try:
+        config = model.get_config()
+    except (NotImplementedError, TypeError, ValueError):
+        return None
+    if not isinstance(config, dict) or "output_layers" not in config:
+        return None
+    outputs = config["output_layers"]
+    return config["layers"], [outputs] if isinstance(outputs[0], str) else outputs
+
+
 def _model_reach(model) -> tuple[float, int] | None:
     """``(radius in input pixels, upscaling factor)`` of a model's outputs, or None."""
-    if not hasattr(model, "_nodes_by_depth"):  # Sequential or subclassed: a chain of layers
+    graph = _functional_layers(model)
+    if graph is None:  # Sequential or subclassed: a chain of layers
         radius, factor = 0.0, 1
         for layer in model.layers:
             step = _layer_reach(layer, factor)
@@ -106,24 +137,26 @@ def _model_reach(model) -> tuple[float, int] | None:
                 return None
             radius, factor = radius + step[0], step[1]
         return radius, factor
-    reach: dict[int, tuple[float, int]] = {}  # id of a graph tensor -> (radius, factor)
-    for depth in sorted(model._nodes_by_depth, reverse=True):  # inputs first
-        for node in model._nodes_by_depth[depth]:
-            out = (0.0, 1)
-            if not node.is_input:
-                inputs = [reach.get(id(t)) for t in node.input_tensors]
-                if None in inputs or len({f for _, f in inputs}) != 1:
-                    return None
-                step = _layer_reach(node.operation, inputs[0][1])
-                if step is None:
-                    return None
-                out = (max(r for r, _ in inputs) + step[0], step[1])
-            for t in node.outputs:
-                reach[id(t)] = out
-    outputs = [reach[id(t)] for t in model.outputs]
-    if len({f for _, f in outputs}) != 1:
+    layers, outputs = graph
+    reach: dict[tuple[str, int], tuple[float, int]] = {}  # (layer, node) -> (radius, factor)
+    for config in layers:  # inputs first: the config lists the layers in graph order
+        name, nodes = config["name"], config["inbound_nodes"]
+        if not nodes:  # an input
+            reach[(name, 0)] = (0.0, 1)
+        # a nested functional model's node 0 is its own graph: its calls are numbered from 1
+        first = int("output_layers" in config.get("config", {}))
+        for index, node in enumerate(nodes, first):
+            inputs = [reach.get(key) for key in _tensor_keys(node)]
+            if not inputs or None in inputs or len({f for _, f in inputs}) != 1:
+                return None
+            step = _layer_reach(model.get_layer(name), inputs[0][1])
+            if step is None:
+                return None
+            reach[(name, index)] = (max(r for r, _ in inputs) + step[0], step[1])
+    ends = [reach.get((name, node)) for name, node, _ in outputs]
+    if None in ends or len({f for _, f in ends}) != 1:
         return None
-    return max(r for r, _ in outputs), outputs[0][1]
+    return max(r for r, _ in ends), ends[0][1]
 
 
 def receptive_radius(model) -> float | None:
@@ -301,13 +334,9 @@ def run_window(cfg) -> tuple[int, int, int] | None:
     """
     if "frames" not in cfg.data:
         return None
-    from sr.core.frames import target_index
-
     frames = int(cfg.data.frames)
-    target = cfg.data.get("target_frame", "last")
-    if isinstance(target, str) and target.lstrip("-").isdigit():
-        target = int(target)
-    return frames, int(cfg.data.get("frame_stride", 1)), target_index(frames, target)
+    target = target_index(frames, cfg.data.get("target_frame", TARGETS[0]))
+    return frames, int(cfg.data.get("frame_stride", 1)), target
 
 
 class SequenceUpscaler(Upscaler):
@@ -396,9 +425,9 @@ class SequenceUpscaler(Upscaler):
             uint8 ``[s h, s w, C]``.
 
         Raises:
-            ValueError: for a wrong number of frames, frames of another size than the target,
-                a target that is not ``[h, w, 1|2|3|4]`` uint8 or smaller than 3x3, or a
-                negative tile.
+            ValueError: for a wrong number of frames, frames of another size than the target
+                (``sr.core.frames.check_same_size``'s ``ImageFolderError``), a target that is
+                not ``[h, w, 1|2|3|4]`` uint8 or smaller than 3x3, or a negative tile.
         """
         image = np.asarray(image)
         if image.ndim != 3 or image.dtype != np.uint8 or image.shape[-1] not in MODES:
@@ -408,12 +437,8 @@ class SequenceUpscaler(Upscaler):
         h, w, channels = image.shape
         if len(lumas) != self.frames:
             raise ValueError(f"expected a window of {self.frames} frames, got {len(lumas)}")
-        for y in lumas:
-            if y.shape != (h, w):
-                raise ValueError(
-                    f"the frames of a window differ in size: {y.shape[1]}x{y.shape[0]} and the "
-                    f"target's {w}x{h}"
-                )
+        for j, y in enumerate(lumas):
+            check_same_size("a window", "its target", image.shape, f"frame {j}", y.shape)
         _check_size(h, w, tile)
         fn = self.window_function(channels)
         y = np.stack([np.asarray(v, np.float32) for v in lumas])[np.newaxis, ..., np.newaxis]

@@ -13,7 +13,7 @@ from PIL import Image
 
 from sr.config import ConfigError, build_source
 from sr.core.degrade import crop_margin, make_lr
-from sr.core.frames import natural_key, target_index, window_frames
+from sr.core.frames import TARGETS, check_same_size, natural_key, target_index, window_frames
 from sr.core.images import ImageFolderError
 from sr.data.pairs import random_masks
 from sr.data.sequence import SequenceSource, scan_sequences
@@ -236,6 +236,24 @@ def test_frames_of_different_sizes_in_a_sequence_are_named(tmp_path):
         match=r"clip1: frames differ in size; frame0.png is 80x72 .*frame3.png \(80x70\)",
     ):
         scan_sequences(root, frames=2, stride=1, min_size=32)
+
+
+def test_decoded_frames_of_different_sizes_are_named():
+    check_same_size("sequence clip1", "frame0.png", (72, 80, 3), "frame1.png", (72, 80))
+    with pytest.raises(
+        ImageFolderError,
+        match=r"^sequence clip1: frames differ in size; frame0.png is 80x72 but frame3.png is "
+        r"80x70: the frames of a sequence must share one size$",
+    ):
+        check_same_size("sequence clip1", "frame0.png", (72, 80, 3), "frame3.png", (70, 80, 3))
+
+
+def test_target_index_reads_the_names_of_targets_and_indices_as_text():
+    assert TARGETS == ("last", "center")
+    assert [target_index(5, t) for t in (*TARGETS, 0, "3")] == [4, 2, 0, 3]
+    for bad in ("-1", 5, True, "first"):
+        with pytest.raises(ValueError, match="is not a frame of the window of data.frames=5"):
+            target_index(5, bad)
 
 
 def test_loose_images_without_subfolders_get_the_expected_layout(tmp_path, photo_dir):

@@ -284,6 +284,11 @@ def test_upscale_of_one_sequence_folder_and_tiles(tmp_path, compose, clips):
     tiled = upscaler.window([lumas[i] for i in window_frames(4, 5, 3, 2, 1)], images[4], tile=16)
     assert np.abs(tiled.astype(int) - whole).max() <= 1
     assert whole.std() > 10
+    h, w = lumas[0].shape
+    with pytest.raises(
+        ValueError, match=rf"a window: frames differ in size; its target is {w}x{h} but frame 0"
+    ):
+        upscaler.window([lumas[0][:, :-4], lumas[1], lumas[2]], images[4])
 
 
 def test_upscale_errors_of_a_sequence_run(tmp_path, compose, clips, capsys):
@@ -297,6 +302,14 @@ def test_upscale_errors_of_a_sequence_run(tmp_path, compose, clips, capsys):
     # f10 is frame 2: it fails, and so do f8 (window 0, 0, 2) and f12 (2, 4, 4) that read it
     assert "failed on 3 frame(s)" in err and "frame f10.png of its window" in err
     assert sorted(p.name for p in (tmp_path / "o" / "cat").iterdir()) == ["f11.png", "f9.png"]
+    h, w = read_image(clips / "cat" / "f12.png").shape[:2]
+    Image.fromarray(photo("chelsea")[:h, : w - 4]).save(clips / "cat" / "f12.png")
+    assert upscale.main([str(run), str(clips), str(tmp_path / "p"), "--no-progress"]) == 1
+    err = capsys.readouterr().err  # f11 reads f12 (window 1, 3, 4): the sizes are named
+    assert (
+        f"sequence cat: frames differ in size; f11.png is {w}x{h} but f12.png is {w - 4}x{h}: "
+        "the frames of a sequence must share one size"
+    ) in err
 
 
 def test_export_refuses_a_multi_frame_run(tmp_path, compose, capsys):

@@ -104,10 +104,26 @@ def sequence_size(seq: SequenceFolder, folder: Path) -> tuple[int, int]:
         raise ImageFolderError(
             f"sequence {folder / seq.name}: frames differ in size; {seq.files[0].name} is "
             f"{first[1]}x{first[0]} but {len(odd)} frame(s) are not: {', '.join(odd[:10])}"
-            f"{', ...' if len(odd) > 10 else ''}. The frames of a sequence must share one size: "
-            "resize or crop them alike, or move the odd ones into a sequence of their own"
+            f"{', ...' if len(odd) > 10 else ''}. The frames of a sequence must share one "
+            "size: resize or crop them alike, or move the odd ones into a sequence of their own"
         )
     return first
+
+
+def check_same_size(where: str, first: str, first_shape, other: str, other_shape) -> None:
+    """The one-size rule for two decoded frames of a sequence (or window): ``first`` and
+    ``other`` name them, ``first_shape`` and ``other_shape`` are their array shapes (``[h, w,
+    ...]``, only ``h, w`` compared); ``where`` names the sequence or window.
+
+    Raises:
+        ImageFolderError: a ``ValueError`` naming both frames and their sizes, if they differ.
+    """
+    (h, w), (oh, ow) = tuple(first_shape[:2]), tuple(other_shape[:2])
+    if (h, w) != (oh, ow):
+        raise ImageFolderError(
+            f"{where}: frames differ in size; {first} is {w}x{h} but {other} is {ow}x{oh}: "
+            "the frames of a sequence must share one size"
+        )
 
 
 def target_index(frames: int, target_frame) -> int:
@@ -115,14 +131,18 @@ def target_index(frames: int, target_frame) -> int:
 
     Args:
         frames: k >= 1.
-        target_frame: ``last``, ``center`` (k odd) or an integer 0..k-1.
+        target_frame: a name of :data:`TARGETS` (``last``; ``center``, k odd) or an integer
+            0..k-1 (also as a string of digits, as a command line may give it).
 
     Raises:
         ValueError: if the target is not a frame of the window (names ``data.target_frame``).
     """
-    if target_frame == "last":
+    last, center = TARGETS
+    if isinstance(target_frame, str) and target_frame.lstrip("-").isdigit():
+        target_frame = int(target_frame)
+    if target_frame == last:
         return frames - 1
-    if target_frame == "center":
+    if target_frame == center:
         if frames % 2 == 0:
             raise ValueError(
                 f"data.target_frame=center needs an odd data.frames, got {frames}: a window of "
@@ -134,7 +154,7 @@ def target_index(frames: int, target_frame) -> int:
             return target_frame
     raise ValueError(
         f"data.target_frame={target_frame!r} is not a frame of the window of data.frames="
-        f"{frames}: use last, center or an index 0..{frames - 1}"
+        f"{frames}: use {last}, {center} or an index 0..{frames - 1}"
     )
 
 

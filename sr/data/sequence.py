@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.core.frames import SequenceFolder, list_sequences, sequence_size, target_index
+from sr.core.frames import TARGETS, SequenceFolder, list_sequences, sequence_size, target_index
 from sr.core.images import ImageFolderError, ImageSet, load_y
 from sr.data.generator import PatchPool
 from sr.data.pairs import make_window_pairs
@@ -348,7 +348,7 @@ class SequenceConfig(DataConfig):
     val_dir: str | None = "${sr_root:}/data/demo/sequences/val"  # validation sequences; null: none
     frames: int = 3  # k, frames per sample (1: single-image pairs from the sequences)
     frame_stride: int = 1  # s, frames t, t + s, ..., t + (k - 1) s
-    target_frame: str = "last"  # the frame whose HR is the target: last, center, or 0..k-1
+    target_frame: str = TARGETS[0]  # the frame whose HR is the target: last, center, or 0..k-1
     patches_per_window: int = 32  # crops from one decoded window before it leaves the pool
     pool_frames: int = 384  # most decoded frames held at once, decoding ahead included
     pool_memory_mb: float = 1024.0  # most megabytes of decoded frames held at once
@@ -407,8 +407,6 @@ class SequenceSource(PatchSource):
             )
         self.frames = at_least("frames", frames)
         self.frame_stride = at_least("frame_stride", frame_stride)
-        if isinstance(target_frame, str) and target_frame.lstrip("-").isdigit():
-            target_frame = int(target_frame)
         self.target_frame = target_frame
         self.target = target_index(self.frames, target_frame)
         self.patches_per_window = at_least("patches_per_window", patches_per_window)

@@ -43,6 +43,7 @@ import logging
 import re
 import socket
 import time
+from collections.abc import Callable
 from enum import Enum
 
 import tensorflow as tf
@@ -263,15 +264,16 @@ def distribute(
       interleave, shuffle buffer and batching) into batches. Each record of an epoch reaches at
       most one worker, and each batch is delivered to one consumer only. Nothing is dropped,
       except the rest of a file a worker was reading when it died (at most once). Caveat,
-      measured: every worker runs the same seeded pipeline (``stream_seed``), so two workers
-      handed the same sequence of files (likely with few shards, e.g. 2 files and 2 workers)
-      replay the same shuffle and make identical batches (1-3 of 32 batches in 2 of 3 runs
-      with ``data.deterministic=true``; none in 3 runs with the read shuffles unseeded): under
-      the service the read shuffles should take ``seed=None`` (each worker draws its own; the
-      order is not reproducible anyway, see below). A batch mixes the records of the files
-      that one worker holds (up to ``num_shards`` of them), not of all files: keep
-      ``data.num_shards`` well above the number of workers. Workers may join or leave at any
-      time.
+      measured: every worker runs the same graph, so with seeded shuffles (``stream_seed``,
+      or ``seed=None`` under a global seed) two workers handed the same sequence of files
+      (likely with few shards, e.g. 2 files and 2 workers) replay the same shuffle and make
+      identical batches (1-3 of 32 batches in 2 of 3 runs with ``data.deterministic=true``).
+      Hence under the service the read shuffles take ``seed=None`` and
+      :func:`sr.data.source.pairs_dataset` builds the pipeline with :func:`unseeded`: each
+      worker draws its own (the order is not reproducible anyway, see below). A batch mixes the
+      records of the files that one worker holds (up to ``num_shards`` of them), not of all
+      files: keep ``data.num_shards`` well above the number of workers. Workers may join or
+      leave at any time.
     - ``OFF`` (each worker runs the whole dataset) with a shared job: consumers split the
       elements, but every worker produces the same stream, since ours is seeded: measured with
       two workers and ``data.deterministic=true``, 9 of 24 batches were delivered twice (4 and 5
@@ -359,11 +361,36 @@ def distribute(
     )
 
 
+def unseeded(build: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+    """``build()``'s dataset with its seedless random ops (``shuffle(seed=None)``, a stateful
+    ``tf.random`` op without ``seed``) drawing fresh seeds in every iterator, hence on every
+    worker of the service, even when the process has a global seed.
+
+    Why: a global seed (``tf.random.set_seed``; ``keras.utils.set_random_seed`` at start-up)
+    turns ``seed=None`` into fixed op seeds (the global seed and a counter) written into the
+    dataset's graph, and every worker runs that graph: all workers, and all jobs, then shuffle
+    alike, so workers handed the same shard files make identical batches (measured with 2
+    shards and 2 workers: 0, 3 and 7 of 24 batches repeated; none with this function).
+
+    How: ``build`` is traced once in a ``tf.function`` whose graph has no seed
+    (``tf.random.set_seed(None)`` inside a trace sets that graph's seed only; the process keeps
+    its own). Seeds given explicitly are kept. ``build`` runs once, as Python, at the trace.
+    """
+
+    @tf.function(autograph=False)
+    def traced() -> tf.data.Dataset:
+        tf.random.set_seed(None)
+        return build()
+
+    return traced()
+
+
 # -- the server side ------------------------------------------------------------------------------
 def start_dispatcher(
     port: int = 0, work_dir: str | None = None
 ) -> tf.data.experimental.service.DispatchServer:
-    """A started dispatcher listening on ``port`` (0: a free one; its ``target`` says which).
+    """A started dispatcher listening on ``port`` (0: a free one; :func:`dispatcher_port` says
+    which).
 
     Args:
         port: TCP port (all interfaces).
@@ -397,7 +424,8 @@ def start_worker(
 
     Args:
         dispatcher: the dispatcher's ``HOST:PORT`` (or ``grpc://HOST:PORT``).
-        port: the worker's TCP port (0: a free one).
+        port: the worker's TCP port (0: a free one, not told; pass :func:`free_port`'s to know
+            it).
         host: the name or IP under which the trainers reach this worker (it is what the worker
             registers). Default: ``localhost`` when the dispatcher is on a loopback address,
             else this machine's host name.
@@ -420,7 +448,17 @@ def start_worker(
     return tf.data.experimental.service.WorkerServer(config)
 
 
-def bound_port(server) -> int:
-    """The TCP port a started ``DispatchServer`` or ``WorkerServer`` listens on (TF has no public
-    accessor for a worker's)."""
-    return int(server._server.bound_port())  # noqa: SLF001
+def free_port() -> int:
+    """A TCP port no one listens on at the time of the call (the system's pick for port 0), to
+    start a worker on a port known beforehand (``WorkerServer`` does not say which port 0 became;
+    a ``DispatchServer``'s ``target`` does). Another process may take it before the server
+    binds it: the server then fails to start, naming the port."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def dispatcher_port(server: tf.data.experimental.service.DispatchServer) -> int:
+    """The TCP port a started dispatcher listens on, from its ``target``
+    (``grpc://localhost:PORT``)."""
+    return _host_port(server.target)[1]

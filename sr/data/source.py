@@ -39,7 +39,6 @@ from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, 
 from sr.data.pairs import make_pairs
 
 LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
-SERVICE_WIRED = True  # pairs_dataset sends the pipeline to data.service (tests/test_service.py)
 
 
 @dataclass
@@ -386,19 +385,24 @@ def pairs_dataset(
     else:
         batch = context.get_per_replica_batch_size(source.batch_size)
         pipeline = (context.input_pipeline_id, context.num_input_pipelines)
-    ds = source.patch_dataset(start, batch, pipeline).enumerate(start)
-    # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so a
-    # stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal work per
-    # batch: an ordered map costs no throughput)
-    ds = ds.map(
-        lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    if source.service:
+
+    def pairs() -> tf.data.Dataset:
+        ds = source.patch_dataset(start, batch, pipeline).enumerate(start)
+        # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
+        # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
+        # work per batch: an ordered map costs no throughput)
+        return ds.map(
+            lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+
+    if source.service:  # every worker draws its own read shuffles (service.unseeded)
         from sr.data import service
 
-        ds = service.distribute(ds, source.service)
+        ds = service.distribute(service.unseeded(pairs), source.service)
+    else:
+        ds = pairs()
     options = tf.data.Options()
     options.deterministic = source.deterministic
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import keras
 
+from sr.core.frames import TARGETS, target_index
 from sr.models.align import GlobalAlign
 from sr.models.espcn import espcn_body
 
@@ -85,7 +86,7 @@ def build_espcn_mf(
     channels: int = 1,
     features: tuple[int, int] = (64, 32),
     activation: str = "tanh",
-    target_frame: int | str = "last",
+    target_frame: int | str = TARGETS[0],
     fusion_init: str = "target",
     align: str = "global",
 ) -> keras.Model:
@@ -113,8 +114,6 @@ def build_espcn_mf(
         ValueError: if ``frames`` < 1, ``target_frame`` is not a frame of the window or
             ``fusion_init`` is not one of :data:`FUSION_INITS` or ``align`` of :data:`ALIGNS`.
     """
-    from sr.core.frames import target_index
-
     if frames < 1:
         raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")
     if fusion_init not in FUSION_INITS:
