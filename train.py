@@ -6,7 +6,9 @@ Exit codes:
 - 0: done;
 - 1: the overrides do not compose (Hydra's message names the unknown option or key, or the type);
 - 2: a config value, data folder, validation image or ``resume=`` path at fault (the message
-  names it; a validation image failing mid-run is reported after the step is saved);
+  names it; a validation image failing mid-run is reported after the step is saved), or a key
+  that moved into a config group (``train.loss=``: ``loss=charbonnier``; ``train.beta_1=``:
+  ``optimizer.beta_1=``);
 - 3: the loss or the weights became NaN or infinite (nothing non-finite is saved; the message
   names the step, its learning rate and the last good checkpoint to resume from);
 - 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
@@ -22,11 +24,11 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from sr.config import ConfigError  # noqa: E402  (importing it registers the schemas)
+from sr.config import ConfigError, check_overrides  # noqa: E402  (registers the schemas)
 from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
-from sr.train.loop import NonFiniteError  # noqa: E402
+from sr.train.saving import NonFiniteError  # noqa: E402
 
 EXIT_BAD_INPUT = 2  # a config value, folder, image or resume path at fault
 EXIT_NONFINITE = 3  # NaN/inf loss or weights: stopped, last good checkpoint kept
@@ -53,4 +55,9 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    try:  # before Hydra, whose message for a key it does not know would not say where it went
+        check_overrides(sys.argv[1:])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     main()

@@ -71,7 +71,7 @@ def checkpoint_cost(mode: str, hr_dir: Path, work: Path, repeats: int) -> dict:
     loader.prepare()
     model = build_model(cfg)
     trainer = Trainer(cfg, loader, model, work / f"run-{mode}")
-    iterator = trainer._data_iterator()
+    iterator = trainer.data_iterator()
     for _ in range(8):  # buffers full: the shuffle buffer and the prefetched batches
         next(iterator)
     time.sleep(2.0)
@@ -89,8 +89,8 @@ def checkpoint_cost(mode: str, hr_dir: Path, work: Path, repeats: int) -> dict:
         size = sum(f.stat().st_size for f in Path(prefix).parent.glob(Path(prefix).name + ".*"))
         out[name] = {"save_s": statistics.median(times), "bytes": size}
     t0 = time.perf_counter()
-    trainer._stream_checkpoint = trainer.manager.latest_checkpoint
-    again = trainer._data_iterator()
+    trainer.stream_checkpoint = trainer.manager.latest_checkpoint
+    again = trainer.data_iterator()
     next(again)
     out["with_data"]["restore_and_first_batch_s"] = time.perf_counter() - t0
     del iterator, again

@@ -1,5 +1,5 @@
 """The config: structured schemas (Hydra ConfigStore), composition for scripts, building the data
-source with its checks, and the README's config tables.
+source with its checks, and the config tables of docs/config.md.
 
 A typo, a wrong type or a key of the other data mode in an override is an error at start-up, not
 a silent default; a value out of range is a :class:`ConfigError` naming the key. The YAML files of
@@ -36,18 +36,22 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_SCHEMAS = {f"base_{source.mode}": source.schema for source in SOURCES}
 
 
+def choice(default: str, choices: tuple[str, ...]):
+    """A schema field whose value is one of ``choices``: the one list of its allowed values,
+    read by :func:`validate_train` and by the docs' tables (:data:`TRAIN_CHOICES`)."""
+    return field(default=default, metadata={"choices": choices})
+
+
 @dataclass
 class TrainConfig:
     """Keys of the ``train`` group (schema; defaults written here only)."""
 
     steps: int = 5000  # training steps (a resumed run continues to this step)
     lr: float = 1e-3  # initial learning rate
-    lr_schedule: str = "cosine"  # cosine (to lr / 100), step (halve each lr_decay_steps), constant
+    # cosine: to lr / 100 over the steps; step: halve each lr_decay_steps; constant
+    lr_schedule: str = choice("cosine", ("cosine", "step", "constant"))
     lr_decay_steps: int = 200_000  # step schedule: halve every this many steps
     lr_warmup_steps: int = 0  # cosine schedule: linear warm-up from 0 over this many steps
-    beta_1: float = 0.9  # Adam
-    beta_2: float = 0.999  # Adam
-    loss: str = "l1"  # l1 or l2, on [0, 1] pixels
     log_every: int = 100  # timing line and TensorBoard scalars every N steps
     val_every: int = 1000  # PSNR/SSIM on data.val_dir every N steps (and at the end)
     ckpt_every: int = 1000  # checkpoint every N steps (and at the end, and on Ctrl-C / SIGTERM)
@@ -61,68 +65,111 @@ class TrainConfig:
     # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
     # beside them; evaluate/upscale/export use it when present (--weights live for the others)
     ema: float | None = None
-    on_nonfinite: str = "stop"  # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip
+    # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
+    on_nonfinite: str = choice("stop", ("stop", "skip"))
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
-    strategy: str = "auto"  # auto, mirrored, multi_worker (TF_CONFIG) or one_device
+    # auto: mirrored over 2+ GPUs, else one device; multi_worker: the cluster of TF_CONFIG
+    strategy: str = choice("auto", ("auto", "mirrored", "multi_worker", "one_device"))
     devices: list[str] | None = None  # mirrored / one_device: ["/gpu:0", "/gpu:1"]; null: all
     logical_cpus: int = 0  # split the CPU into N logical devices (multi-replica without GPUs)
     profile_steps: list[int] | None = None  # [START, STOP]: profiler trace into tb/ (chief)
 
 
-# The allowed values of the ``train`` keys that name a choice (see :func:`validate_train`).
+# The allowed values of the ``train`` keys that name a choice, from the schema's fields.
 TRAIN_CHOICES = {
-    "loss": ("l1", "l2"),
-    "lr_schedule": ("cosine", "step", "constant"),
-    "on_nonfinite": ("stop", "skip"),
-    "strategy": ("auto", "mirrored", "multi_worker", "one_device"),
+    f.name: f.metadata["choices"]
+    for f in dataclasses.fields(TrainConfig)
+    if "choices" in f.metadata
 }
 
 
+@dataclass
+class LossConfig:
+    """Keys of every option of the ``loss`` group (``conf/loss/<name>.yaml``, a class of
+    ``sr.train.losses``)."""
+
+    _target_: str = MISSING
+
+
+@dataclass
+class CharbonnierConfig(LossConfig):
+    """Keys of ``loss=charbonnier``."""
+
+    eps: float = 1e-3  # sqrt(error^2 + eps^2): the smoothing, on [0, 1] pixels (> 0)
+
+
+@dataclass
+class AdamConfig:
+    """Keys of every option of the ``optimizer`` group (``conf/optimizer/<name>.yaml``, a class of
+    ``sr.train.optimizers``)."""
+
+    _target_: str = MISSING
+    beta_1: float = 0.9  # decay of the first-moment estimate, in [0, 1)
+    beta_2: float = 0.999  # decay of the second-moment estimate, in [0, 1)
+
+
+@dataclass
+class AdamWConfig(AdamConfig):
+    """Keys of ``optimizer=adamw``."""
+
+    weight_decay: float = 0.004  # decoupled weight decay per step, times the lr (Keras's default)
+
+
+# The schemas of the ``loss`` and ``optimizer`` groups (each option's defaults list names one).
+LOSS_SCHEMAS = {"base_loss": LossConfig, "base_charbonnier": CharbonnierConfig}
+OPTIMIZER_SCHEMAS = {"base_adam": AdamConfig, "base_adamw": AdamWConfig}
+
+# Keys that moved into a config group: an override naming one is refused with the new name.
+MOVED_KEYS = {
+    "train.loss": "the loss is the config group `loss`: choose it as loss=<name>, e.g. "
+    "loss=charbonnier (conf/loss/)",
+    "train.beta_1": "Adam's betas moved to the optimizer group: optimizer.beta_1=<value>",
+    "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
+}
+
+
+def check_overrides(overrides) -> None:
+    """Refuse an override of a key that moved (:data:`MOVED_KEYS`), naming where it went.
+
+    Raises:
+        ConfigError: for ``train.loss=...``, ``train.beta_1=...`` or ``train.beta_2=...``
+            (also with ``+``, ``++`` or ``~``).
+    """
+    for override in overrides:
+        key = str(override).lstrip("+~").split("=", 1)[0].strip()
+        if key in MOVED_KEYS:
+            raise ConfigError(f"{key} is no longer a key: {MOVED_KEYS[key]}")
+
+
 def validate_train(cfg: DictConfig) -> None:
-    """Check every ``train.*`` value of the composed config, before any data or model work.
+    """Check every ``train.*``, ``loss.*`` and ``optimizer.*`` value of the composed config,
+    before any data or model work.
 
     Structured configs check types only (``train.steps=abc``); this checks ranges and choices.
     Every interval (``steps``, ``log_every``, ``val_every``, ``ckpt_every``, ``max_to_keep``,
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
-    a finite number > 0; ``beta_1`` and ``beta_2`` in [0, 1); ``max_minutes`` null or > 0; ``ema``
-    null or in (0, 1).
+    a finite number > 0; ``max_minutes`` null or > 0; ``ema`` null or in (0, 1);
+    ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
+    ``loss.eps`` > 0.
 
     Args:
-        cfg: the composed config (its ``train`` group).
+        cfg: the composed config (its ``train``, ``loss`` and ``optimizer`` groups).
 
     Raises:
         ConfigError: for the first value out of range, naming the key, the allowed range or
             values, and the value given (``train.steps must be an integer >= 1, got -5``).
     """
     t = cfg.train
-
-    def number(key: str, minimum: float, *, integer: bool, above: bool = False) -> None:
-        value = t[key]
-        kind = "an integer" if integer else "a number"
-        bound = f"> {minimum}" if above else f">= {minimum}"
-        ok = (
-            isinstance(value, int if integer else (int, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and (value > minimum if above else value >= minimum)
-        )
-        if not ok:
-            raise ConfigError(f"train.{key} must be {kind} {bound}, got {value!r}")
-
     for key, allowed in TRAIN_CHOICES.items():
         if t[key] not in allowed:
             raise ConfigError(f"train.{key} must be one of {', '.join(allowed)}, got {t[key]!r}")
     for key in ("steps", "log_every", "val_every", "ckpt_every", "max_to_keep", "lr_decay_steps"):
-        number(key, 1, integer=True)
+        _number(t, "train", key, 1, integer=True)
     for key in ("lr_warmup_steps", "val_images"):
-        number(key, 0, integer=True)
-    number("lr", 0, integer=False, above=True)
-    for key in ("beta_1", "beta_2"):
-        value = t[key]
-        if not (isinstance(value, (int, float)) and 0 <= value < 1):
-            raise ConfigError(f"train.{key} must be a number in [0, 1), got {value!r}")
+        _number(t, "train", key, 0, integer=True)
+    _number(t, "train", "lr", 0, integer=False, above=True)
     if t.max_minutes is not None:
-        number("max_minutes", 0, integer=False, above=True)
+        _number(t, "train", "max_minutes", 0, integer=False, above=True)
     ema = t.get("ema")
     if ema is not None and not (
         isinstance(ema, (int, float)) and not isinstance(ema, bool) and 0 < ema < 1
@@ -131,7 +178,32 @@ def validate_train(cfg: DictConfig) -> None:
             f"train.ema must be null (no weight averaging) or a decay in (0, 1) such as 0.999, "
             f"got {ema!r}"
         )
-    number("logical_cpus", 0, integer=True)
+    _number(t, "train", "logical_cpus", 0, integer=True)
+    _check_devices(t)
+    _check_groups(cfg)
+
+
+def _number(node, group: str, key: str, minimum: float, *, integer: bool, above=False) -> None:
+    """``group.key`` of ``node`` is an integer (or a number) >= ``minimum`` (> with ``above``).
+
+    Raises:
+        ConfigError: naming the key, the bound and the value.
+    """
+    value = node[key]
+    kind = "an integer" if integer else "a number"
+    bound = f"> {minimum}" if above else f">= {minimum}"
+    ok = (
+        isinstance(value, int if integer else (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > minimum if above else value >= minimum)
+    )
+    if not ok:
+        raise ConfigError(f"{group}.{key} must be {kind} {bound}, got {value!r}")
+
+
+def _check_devices(t) -> None:
+    """``train.profile_steps`` and ``train.devices``."""
     if t.profile_steps is not None:
         steps = list(t.profile_steps)
         if not (
@@ -150,6 +222,19 @@ def validate_train(cfg: DictConfig) -> None:
         )
 
 
+def _check_groups(cfg: DictConfig) -> None:
+    """The ``optimizer.*`` and ``loss.*`` values (their keys: the group option's schema)."""
+    opt, loss = cfg.optimizer, cfg.loss
+    for key in ("beta_1", "beta_2"):
+        value = opt[key]
+        if not (isinstance(value, (int, float)) and 0 <= value < 1):
+            raise ConfigError(f"optimizer.{key} must be a number in [0, 1), got {value!r}")
+    if "weight_decay" in opt:
+        _number(opt, "optimizer", "weight_decay", 0, integer=False)
+    if "eps" in loss:
+        _number(loss, "loss", "eps", 0, integer=False, above=True)
+
+
 @dataclass
 class Config:
     """The root of the config (``conf/config.yaml``)."""
@@ -157,6 +242,8 @@ class Config:
     data: Any = MISSING
     model: Any = MISSING
     train: TrainConfig = field(default_factory=TrainConfig)
+    loss: Any = MISSING
+    optimizer: Any = MISSING
     seed: int | None = 0  # seeds shuffles, crops, flips and weights (null: none)
     resume: str | None = None  # a run directory (outputs/DATE/TIME): continue from its checkpoint
     demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
@@ -184,6 +271,9 @@ def register() -> None:
     for name, node in DATA_SCHEMAS.items():
         cs.store(group="data", name=name, node=node)
     cs.store(group="train", name="base_train", node=TrainConfig)
+    for group, schemas in (("loss", LOSS_SCHEMAS), ("optimizer", OPTIMIZER_SCHEMAS)):
+        for name, node in schemas.items():
+            cs.store(group=group, name=name, node=node)
 
 
 register()
@@ -206,8 +296,9 @@ def compose(*overrides: str) -> DictConfig:
     Raises:
         hydra.errors.ConfigCompositionException: for an unknown group option or key
             (``data.pach=64``), or a value of the wrong type (``data.patch_size=abc``).
+        ConfigError: for a key that moved into a group (``train.loss=l2``: ``loss=l2``).
     """
-
+    check_overrides(overrides)
     with hydra.initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return hydra.compose("config", overrides=list(overrides))
 
@@ -241,7 +332,7 @@ def build_source(cfg: DictConfig) -> PatchSource:
 
 
 # ------------------------------------------------------------------------------------------------
-# The README's config tables, generated from the schemas and conf/ (``python -m sr.config``)
+# docs/config.md's tables, generated from the schemas and conf/ (``python -m sr.config --write``)
 # ------------------------------------------------------------------------------------------------
 _FIELD = re.compile(r"^    (\w+): [^=]+= (.+?)(?:\s+#\s*(?:type: ignore\[\w+\]\s*#\s*)?(.*))?$")
 
@@ -289,11 +380,14 @@ def _yaml_summary(path: Path) -> str:
     return " ".join(words).rstrip(":")
 
 
+GROUPS = ("data", "model", "train", "loss", "optimizer")  # the config groups of the root
+
+
 def config_tables() -> str:
-    """The README's tables: every option of every config group (first comment line of its YAML)
+    """docs/config.md's tables: every option of every config group (first comment line of its YAML)
     and every key of the schemas with its default and meaning (the comment beside the field), so
     that the documentation cannot drift from the code. ``tests/test_readme.py`` checks that
-    README.md holds exactly this text."""
+    docs/config.md holds exactly this text."""
     conf = PROJECT_ROOT / "conf"
     chosen = {}
     for entry in OmegaConf.load(conf / "config.yaml").defaults:
@@ -301,7 +395,7 @@ def config_tables() -> str:
             for key, value in dict(entry).items():
                 chosen[str(key).replace("optional ", "")] = value
     lines = ["| group | option | what it is |", "| --- | --- | --- |"]
-    for group in ("data", "model", "train", "experiment"):
+    for group in ("data", "model", "train", "loss", "optimizer", "experiment"):
         for path in sorted((conf / group).glob("*.yaml")):
             mark = " (default)" if chosen.get(group) == path.stem else ""
             lines.append(f"| `{group}` | `{path.stem}`{mark} | {_yaml_summary(path)} |")
@@ -310,6 +404,9 @@ def config_tables() -> str:
         ("data", DataConfig, "every mode"),
         *(("data", schema, f"`data={name[5:]}` only") for name, schema in DATA_SCHEMAS.items()),
         ("train", TrainConfig, ""),
+        ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
+        ("optimizer", AdamConfig, ""),
+        ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
         ("", Config, ""),
     ]
     seen: set[str] = set()
@@ -317,22 +414,26 @@ def config_tables() -> str:
         docs = _field_docs(schema)
         for f in dataclasses.fields(schema):
             key = f"{prefix}.{f.name}" if prefix else f.name
-            if f.name == "_target_" or key in seen or f.name in ("data", "model", "train"):
+            if f.name == "_target_" or key in seen or f.name in GROUPS:
                 continue
             seen.add(key)
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            scope_note = f" ({scope})" if scope and schema is not DataConfig else ""
+            scope_note = f" ({scope})" if scope and scope != "every mode" else ""
             meaning = docs.get(f.name, "").replace("|", "\\|")
+            if "choices" in f.metadata:
+                meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
             lines.append(f"| `{key}` | {_show(default)} | {meaning}{scope_note} |")
     return "\n".join(lines) + "\n"
 
 
+# The file that holds the tables, between these markers.
+CONFIG_DOC = PROJECT_ROOT / "docs" / "config.md"
 README_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
 
 
-def update_readme(path: Path = PROJECT_ROOT / "README.md") -> bool:
-    """Replace the text between :data:`README_MARKERS` in ``path`` by :func:`config_tables`;
-    returns True if it changed."""
+def update_config_doc(path: Path = CONFIG_DOC) -> bool:
+    """Replace the text between :data:`README_MARKERS` in ``path`` (docs/config.md) by
+    :func:`config_tables`; returns True if it changed."""
     text = path.read_text()
     start, end = README_MARKERS
     head, rest = text.split(start, 1)
@@ -341,10 +442,11 @@ def update_readme(path: Path = PROJECT_ROOT / "README.md") -> bool:
     return new != text
 
 
-if __name__ == "__main__":  # python -m sr.config [--write]: print the tables, or update README
+if __name__ == "__main__":  # python -m sr.config [--write]: print the tables, or update the doc
     import sys
 
     if "--write" in sys.argv[1:]:
-        print("README.md updated" if update_readme() else "README.md already up to date")
+        doc = CONFIG_DOC.relative_to(PROJECT_ROOT)
+        print(f"{doc} updated" if update_config_doc() else f"{doc} already up to date")
     else:
         print(config_tables(), end="")

@@ -690,7 +690,11 @@ def test_a_tfrecord_dir_holding_other_files_is_refused_before_decoding_and_nothi
     def no_decoding(*args, **kwargs):
         raise AssertionError("an image was decoded")
 
-    monkeypatch.setattr(tfrecord, "load_y_pair", no_decoding)
+    from sr.data.tfrecord import write
+
+    # every decoder the shard writer calls
+    monkeypatch.setattr(write, "load_y_pair", no_decoding)
+    monkeypatch.setattr(write, "load_rgb", no_decoding)
     src = tf_source(hr, shards)
     with pytest.raises(tfrecord.ShardError) as error:
         src.ensure_shards()

@@ -10,7 +10,7 @@ import pytest
 
 from sr.config import ConfigError, validate_train
 from sr.train.checkpoint import RunDirError, find_checkpoint, load_model_from_run, model_label
-from sr.train.loop import ema_variables, make_optimizer
+from sr.train.optimizers import ema_variables, make_optimizer
 from tests.fake_run import load_script, make_run, read_scalars
 
 

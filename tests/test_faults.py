@@ -13,7 +13,7 @@ from PIL import Image
 from sr.config import TRAIN_CHOICES, ConfigError
 from sr.core.images import ImageFolderError
 from sr.train.checkpoint import build_model, make_checkpoint
-from sr.train.loop import LOSSES, NonFiniteError, ValidationError
+from sr.train.loop import NonFiniteError, ValidationError
 from tests.conftest import ROOT, write_photos
 
 
@@ -88,7 +88,7 @@ def test_nan_found_within_log_every_steps_names_that_step(folders, tmp_path, com
 
     def nan_from_step_3(hr, sr):  # traced once: the step number comes from a variable
         calls.append(1)
-        loss = tf.reduce_mean(tf.abs(hr - sr), axis=[1, 2, 3])  # per example, as LOSSES
+        loss = tf.reduce_mean(tf.abs(hr - sr), axis=[1, 2, 3])  # per example, as a Loss
         return tf.where(trainer_step[0] >= 2, tf.constant(np.nan, tf.float32), loss)
 
     trainer_step = []
@@ -97,7 +97,7 @@ def test_nan_found_within_log_every_steps_names_that_step(folders, tmp_path, com
     def init(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         trainer_step.append(self.step)
-        self.loss_fn = nan_from_step_3
+        self.stepper.loss = nan_from_step_3  # read when the step is traced
 
     monkeypatch.setattr(loop.Trainer, "__init__", init)
     from sr.train.app import run
@@ -210,7 +210,6 @@ def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
 
 
 BAD_TRAIN = [
-    ("loss", "l3", "one of l1, l2"),
     ("lr_schedule", "foo", "one of cosine, step, constant"),
     ("on_nonfinite", "ignore", "one of stop, skip"),
     ("steps", "-5", "integer >= 1"),
@@ -225,8 +224,6 @@ BAD_TRAIN = [
     ("lr", "-1", "number > 0"),
     ("lr", "0", "number > 0"),
     ("lr", "nan", "number > 0"),
-    ("beta_1", "1.0", "in [0, 1)"),
-    ("beta_2", "-0.1", "in [0, 1)"),
     ("max_minutes", "0", "number > 0"),
 ]
 
@@ -244,8 +241,78 @@ def test_bad_train_value_refused_before_data_work(
     assert allowed in str(info.value)
 
 
-def test_train_choices_match_the_loop():
-    assert set(TRAIN_CHOICES["loss"]) == set(LOSSES)
+BAD_GROUP = [
+    ("optimizer.beta_1", "1.0", "in [0, 1)", ()),
+    ("optimizer.beta_2", "-0.1", "in [0, 1)", ()),
+    ("optimizer.weight_decay", "-0.1", "number >= 0", ("optimizer=adamw",)),
+    ("loss.eps", "0", "number > 0", ("loss=charbonnier",)),
+]
+
+
+@pytest.mark.parametrize("key, value, allowed, extra", BAD_GROUP)
+def test_bad_loss_or_optimizer_value_refused_before_data_work(
+    compose, tmp_path, monkeypatch, key, value, allowed, extra
+):
+    import sr.train.app as app
+
+    monkeypatch.setattr(app, "build_source", lambda cfg: pytest.fail("data work started"))
+    cfg = compose("data=generator", *extra, f"{key}={value}")
+    with pytest.raises(ConfigError, match=rf"^{key} must be") as info:
+        app.run(cfg, tmp_path / "run")
+    assert allowed in str(info.value)
+
+
+def test_every_allowed_choice_is_one_the_trainer_handles(compose):
+    """The schema's list of each choice (``TRAIN_CHOICES``) is the one the code runs: every
+    ``lr_schedule`` builds its schedule (an unhandled one raises), ``strategy`` is the list
+    ``make_strategy`` checks, and every ``loss`` option instantiates a Loss of that name, one
+    for each Loss class."""
+    import hydra
+
+    from sr.train import distribute, losses
+    from sr.train.schedule import lr_at, make_schedule
+
+    lrs = {}
+    for value in TRAIN_CHOICES["lr_schedule"]:
+        cfg = compose(f"train.lr_schedule={value}", "train.steps=100", "train.lr_decay_steps=10")
+        lrs[value] = [lr_at(make_schedule(cfg), s) for s in (0, 50, 100)]
+    assert lrs["constant"] == [pytest.approx(1e-3)] * 3
+    assert lrs["step"] == [
+        pytest.approx(1e-3),
+        pytest.approx(1e-3 / 2**5),
+        pytest.approx(1e-3 / 2**10),
+    ]
+    assert lrs["cosine"][0] == pytest.approx(1e-3) and lrs["cosine"][2] == pytest.approx(1e-5)
+    assert distribute.STRATEGIES == TRAIN_CHOICES["strategy"]
+    with pytest.raises(ConfigError, match=r"must be one of \['auto', 'mirrored'"):
+        distribute.make_strategy("nearest")
+    options = {p.stem for p in (ROOT / "conf" / "loss").glob("*.yaml")}
+    for option in options:
+        loss = hydra.utils.instantiate(compose(f"loss={option}").loss)
+        assert isinstance(loss, losses.Loss) and loss.name == option
+    classes = {
+        c.name
+        for c in vars(losses).values()
+        if isinstance(c, type) and issubclass(c, losses.Loss) and c is not losses.Loss
+    }
+    assert classes == options, "a Loss class without its conf/loss YAML, or the reverse"
+
+
+@pytest.mark.parametrize(
+    "override, names",
+    [
+        ("train.loss=charbonnier", "loss=charbonnier"),
+        ("train.beta_1=0.5", "optimizer.beta_1="),
+        ("+train.beta_2=0.5", "optimizer.beta_2="),
+    ],
+)
+def test_train_py_exits_2_on_a_key_that_moved_naming_its_group(tmp_path, override, names):
+    cmd = [sys.executable, str(ROOT / "train.py"), override, f"hydra.run.dir={tmp_path / 'r'}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert names in proc.stderr and override.lstrip("+").split("=")[0] in proc.stderr
+    assert not (tmp_path / "r").exists()  # refused before Hydra made the run directory
 
 
 def test_train_py_exits_3_on_nan_naming_the_last_good_checkpoint(folders, tmp_path):

@@ -1,4 +1,4 @@
-"""sr.train.loop.make_schedule: the learning rate per step of the cosine (with linear warm-up),
+"""sr.train.schedule.make_schedule: the learning rate per step of the cosine (with linear warm-up),
 step and constant schedules, against their closed forms."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sr.train.loop import make_schedule
+from sr.train.schedule import make_schedule
 
 ALPHA = 0.01  # the cosine ends at 1 % of the learning rate
 
@@ -80,7 +80,7 @@ def test_the_budget_schedule_runs_the_step_schedule_over_elapsed_time(compose):
     schedule itself, at progress 1 its final value, whatever the step."""
     import tensorflow as tf
 
-    from sr.train.loop import BudgetSchedule
+    from sr.train.schedule import BudgetSchedule
 
     for extra in (
         ["train.lr_warmup_steps=100"],
@@ -100,22 +100,33 @@ def test_the_budget_schedule_runs_the_step_schedule_over_elapsed_time(compose):
 
 
 def test_without_a_budget_the_optimizer_keeps_the_step_schedule(compose):
-    from sr.train.loop import BudgetSchedule, make_optimizer
+    from sr.train.optimizers import make_optimizer
+    from sr.train.schedule import BudgetSchedule, current_lr, train_schedule
 
     cfg = compose("train.steps=1100", "train.lr_warmup_steps=100")
-    lr = make_optimizer(cfg, mixed=False)._learning_rate  # the schedule (Keras 3 attribute)
-    assert not isinstance(lr, BudgetSchedule)
+    schedule = train_schedule(cfg)  # what the Trainer builds its optimizer on without a budget
+    assert not isinstance(schedule, BudgetSchedule)
+    optimizer = make_optimizer(cfg, mixed=False)
     for step in (0, 100, 600, 1100):
-        assert lr_at(lr, step) == pytest.approx(cosine(step, 1e-3, 1100, 100), rel=1e-5)
+        want = cosine(step, 1e-3, 1100, 100)
+        assert lr_at(schedule, step) == pytest.approx(want, rel=1e-5)
+        optimizer.iterations.assign(step)  # Keras 3's learning_rate: the schedule there
+        assert current_lr(optimizer) == pytest.approx(want, rel=1e-5, abs=1e-12)
 
 
 def test_current_lr_reads_the_schedule_at_the_asked_step_not_the_current_value(compose):
-    """The non-finite error names the learning rate of the bad step, not of the step at which
-    the loop noticed it (Keras 3's ``optimizer.learning_rate`` is the current value)."""
-    from sr.train.loop import current_lr, make_optimizer
+    """The non-finite error names the learning rate of the bad step (``lr_at`` of the
+    Trainer's schedule), not of the step at which the loop noticed it (``current_lr``: Keras 3's
+    ``optimizer.learning_rate`` is the current value)."""
+    from sr.train import schedule as sched
+    from sr.train.optimizers import make_optimizer
 
     cfg = compose("train.lr=8e-3", "train.steps=600", "train.lr_warmup_steps=17")
-    optimizer = make_optimizer(cfg, mixed=False)
+    schedule = sched.train_schedule(cfg)
+    optimizer = make_optimizer(cfg, mixed=False, schedule=schedule)
     optimizer.iterations.assign(450)
-    assert current_lr(optimizer) == pytest.approx(cosine(450, 8e-3, 600, 17), rel=1e-5)
-    assert current_lr(optimizer, 300) == pytest.approx(cosine(300, 8e-3, 600, 17), rel=1e-5)
+    assert sched.current_lr(optimizer) == pytest.approx(cosine(450, 8e-3, 600, 17), rel=1e-5)
+    assert sched.lr_at(schedule, 300) == pytest.approx(cosine(300, 8e-3, 600, 17), rel=1e-5)
+    mixed = make_optimizer(cfg, mixed=True, schedule=schedule)  # loss scaling wraps it
+    mixed.inner_optimizer.iterations.assign(300)
+    assert sched.current_lr(mixed) == pytest.approx(cosine(300, 8e-3, 600, 17), rel=1e-5)

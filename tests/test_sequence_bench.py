@@ -12,7 +12,12 @@ import tensorflow as tf
 from PIL import Image
 
 from sr.bench.folders import compose_data
-from sr.bench.sequences import measure_sequence_shuffle, naive_sequence, null_spread, tf_y
+from sr.bench.sequences import (
+    measure_sequence_shuffle,
+    naive_sequence,
+    null_spread,
+    window_paths,
+)
 from sr.config import build_source
 from sr.core.images import load_y
 from tests.conftest import photo
@@ -98,7 +103,37 @@ def test_naive_pipeline_yields_the_project_loaders_shapes_and_dtypes(seq_dir):
     np.testing.assert_allclose(naive_lr.numpy() * 255, np.round(naive_lr.numpy() * 255), atol=1e-3)
 
 
-def test_tf_y_is_the_projects_y_bit_for_bit(seq_dir):
-    path = seq_dir / "seq_01" / "frame_005.png"
-    rgb = tf.io.decode_png(tf.io.read_file(str(path)), channels=3)
-    np.testing.assert_array_equal(tf_y(rgb).numpy()[..., 0], load_y(path))
+def matching_crops(frame: np.ndarray, patch: np.ndarray, crop: int, margin: int):
+    """Top-left corners of the ``crop``-pixel windows of ``frame`` whose inside (``margin``
+    pixels cut on every side, ``crop - 2 margin`` pixels wide) equals ``patch``."""
+    inner = frame[margin : frame.shape[0] - margin, margin : frame.shape[1] - margin]
+    views = np.lib.stride_tricks.sliding_window_view(inner, patch.shape)
+    return np.argwhere(np.all(views == patch, axis=(2, 3)))
+
+
+def test_naive_pipeline_cuts_one_crop_of_the_projects_y_from_the_k_frames_of_a_window(seq_dir):
+    """Each naive sample is the project's pairs (``to_pairs``) of one crop, at one position, of
+    the project's Y (``load_y``) of the k frames of one window of its sequence: the HR patch is
+    searched for in the target frames, and the LR of the k frames at a match must be the
+    sample's. Flips off, so that the pairs are those of the crop itself."""
+    source = build_source(
+        compose_data(
+            "sequence", seq_dir, None, "data.batch_size=4", "data.patch_size=32", "data.flip=false"
+        )
+    )
+    source.prepare()
+    lr, hr, seq = (t.numpy() for t in next(iter(naive_sequence(source, seed=0))))
+    paths, window_seq = window_paths(source)
+    c, m, k = source.crop, source.margin, source.frames
+    for b in range(len(seq)):
+        patch = np.round(hr[b, ..., 0] * 255).astype(np.uint8)
+        found = 0
+        for w in np.flatnonzero(window_seq == seq[b]):
+            frames = [load_y(p) for p in paths[w]]
+            for top, left in matching_crops(frames[source.target], patch, c, m):
+                crops = np.stack([f[top : top + c, left : left + c, None] for f in frames])
+                want_lr, want_hr = source.to_pairs({"hr": tf.constant(crops[None])})
+                np.testing.assert_array_equal(want_hr[0].numpy(), hr[b])
+                found += np.allclose(want_lr[0].numpy(), lr[b], rtol=0, atol=1e-6)
+        assert found, f"sample {b}: no window of sequence {seq[b]} gives its (lr, hr)"
+    assert lr.shape == (4, k, 8, 8, 1)

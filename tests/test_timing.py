@@ -175,7 +175,7 @@ def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplo
     from sr.train.app import run
     from sr.train.loop import Trainer
 
-    next_batch, calls = Trainer._next_batch, []
+    next_batch, calls = Trainer.next_batch, []
 
     def slow_first(self, iterator):
         calls.append(1)
@@ -183,7 +183,7 @@ def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplo
             time.sleep(4.0)
         return next_batch(self, iterator)
 
-    monkeypatch.setattr(Trainer, "_next_batch", slow_first)
+    monkeypatch.setattr(Trainer, "next_batch", slow_first)
     cfg = compose(
         *budget_run(folders),
         "train.lr_warmup_steps=200000",  # a fifth of the schedule: 2.4 s of the budget

@@ -151,7 +151,7 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
         "train.steps=3",
         "train.log_every=1",
         "train.xla=true",
-        "train.loss=l2",
+        "loss=l2",
         "train.lr_schedule=step",
         "train.lr_decay_steps=2",
         "train.mixed_precision=true",

@@ -3,11 +3,12 @@
 
 - :func:`naive_sequence`: the naive pipeline, "decode k frames per sample": a ``tf.data``
   pipeline over the shuffled list of windows that reads and decodes the k frames of every sample
-  (``tf.io.read_file`` + ``tf.image.decode_png``), takes the project's Y (:func:`tf_y`, bit-exact
-  with ``sr.core.color.y_channel``), crops one random patch at the same position in all k frames,
-  batches, and makes the pairs with the project's LR per frame (``SequenceSource.to_pairs``, i.e.
-  ``sr.data.pairs.make_window_pairs``). Yields ``(lr, hr, sequence)``: the project's ``(lr, hr)``
-  shapes and dtypes plus the int32 sequence index of each sample, for the measurements.
+  (``tf.io.read_file`` + ``tf.image.decode_png``), takes the project's Y
+  (``sr.core.color.y_rounded``, bit-exact with ``sr.core.color.y_channel``), crops one random
+  patch at the same position in all k frames, batches, and makes the pairs with the project's
+  LR per frame (``SequenceSource.to_pairs``, i.e. ``sr.data.pairs.make_window_pairs``). Yields
+  ``(lr, hr, sequence)``: the project's ``(lr, hr)`` shapes and dtypes plus the int32 sequence
+  index of each sample, for the measurements.
 - :func:`measure_sequence_shuffle`: order bias of the first draws of the project's loader
   against (sequence, frame), and of two index-only references: the windows read in sorted order,
   ``per_window`` crops each, through a small ``shuffle(buffer)`` (reference 004's generator mode
@@ -23,20 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from sr.bench.measures import distinct_per_batch, ideal_distinct, spearman
-from sr.core.color import Y_OFFSET, Y_WEIGHTS
-
-# Y = 16 + (65481 R + 128553 G + 24966 B + 127500) // 255000: sr.core.color's integer Y row
-_Y_INT = tuple(round(1000 * w) for w in Y_WEIGHTS)
-_Y_DEN = 255_000
-
-
-def tf_y(rgb: tf.Tensor) -> tf.Tensor:
-    """The project's rounded uint8 Y (``sr.core.color.y_channel`` of a uint8 image, bit for bit)
-    of a uint8 RGB tensor ``[..., 3]`` in integer arithmetic: uint8 ``[..., 1]``."""
-    x = tf.cast(rgb, tf.int32)
-    acc = _Y_INT[0] * x[..., 0:1] + _Y_INT[1] * x[..., 1:2] + _Y_INT[2] * x[..., 2:3]
-    acc += _Y_DEN // 2 + int(Y_OFFSET) * _Y_DEN
-    return tf.cast(acc // _Y_DEN, tf.uint8)
+from sr.core.color import y_rounded
 
 
 def window_paths(source) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +59,9 @@ def naive_sequence(
     b = batch_size or source.batch_size
 
     def load(files, sequence):
-        frames = [tf_y(tf.io.decode_png(tf.io.read_file(files[j]), channels=3)) for j in range(k)]
+        frames = [
+            y_rounded(tf.io.decode_png(tf.io.read_file(files[j]), channels=3)) for j in range(k)
+        ]
         stack = tf.stack(frames)  # [k, H, W, 1]
         if decodes is not None:
             with tf.control_dependencies([decodes.assign_add(k)]):

@@ -31,7 +31,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
         ImageFolderError: for a missing or empty image folder, or an unreadable or too small
             validation image (names the file).
         FileNotFoundError: for ``resume=`` pointing at a run without checkpoints.
-        NonFiniteError: the loss or weights became NaN/inf (``sr.train.loop``); nothing
+        NonFiniteError: the loss or weights became NaN/inf (``sr.train.saving``); nothing
             non-finite saved.
         ValidationError: a validation image failed mid-run, after the step was saved.
     """

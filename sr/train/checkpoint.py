@@ -215,10 +215,7 @@ def model_label(model: keras.Model) -> str:
 
 
 def has_averages(path: str) -> bool:
-    """Whether the checkpoint ``path`` holds moving averages of the weights (``train.ema``)."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(path)
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return any(child.local_name == "ema" for child in graph.nodes[0].children)
+    """Whether the checkpoint ``path`` holds moving averages of the weights (``train.ema``): a
+    variable under the root's ``ema`` (``ema/0/.ATTRIBUTES/VARIABLE_VALUE``, the keys of
+    ``tf.train.list_variables``)."""
+    return any(name.split("/", 1)[0] == "ema" for name, _ in tf.train.list_variables(path))

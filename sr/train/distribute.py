@@ -35,11 +35,12 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from sr.config import TRAIN_CHOICES
 from sr.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
+STRATEGIES = TRAIN_CHOICES["strategy"]  # the choices of train.strategy (its schema's field)
 
 
 class DistributeError(ConfigError):
@@ -154,7 +155,7 @@ def describe(strategy: tf.distribute.Strategy) -> str:
     name = type(strategy).__name__
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         name = "MultiWorkerMirroredStrategy"
-    if name == "_DefaultDistributionStrategy":
+    if is_default(strategy):
         name = (
             "default strategy (one device: "
             + ("GPU" if tf.config.list_logical_devices("GPU") else "CPU")
@@ -164,6 +165,14 @@ def describe(strategy: tf.distribute.Strategy) -> str:
         f"{name}, {strategy.num_replicas_in_sync} replica(s)"
         f"{workers}{f' ({names})' if names else ''}"
     )
+
+
+def is_default(strategy: tf.distribute.Strategy) -> bool:
+    """Whether ``strategy`` is TensorFlow's default strategy (no distribution): inside its scope
+    ``tf.distribute.has_strategy()`` is false, inside any other's true. Call it outside every
+    strategy's scope."""
+    with strategy.scope():
+        return not tf.distribute.has_strategy()
 
 
 def replica_batch(global_batch: int, strategy: tf.distribute.Strategy) -> int:

@@ -1,12 +1,28 @@
 """Validation during training: the source's validation data scored by the literature's protocol
-(:mod:`sr.evaluation`). The one place that pairs a data source with its evaluation, so that the
-data layer never imports the evaluation layer."""
+(:mod:`sr.evaluation`), logged to the console and TensorBoard, for the trained weights and, with
+``train.ema``, the averaged ones. The one place that pairs a data source with its evaluation, so
+that the data layer never imports the evaluation layer."""
 
 from __future__ import annotations
 
+import logging
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from sr.core.images import ImageFolderError
 from sr.data.sequence import SequenceSource
 from sr.data.source import PatchSource
-from sr.evaluation import evaluate_images, evaluate_sequences
+from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
+
+log = logging.getLogger(__name__)
+
+
+class ValidationError(ImageFolderError):
+    """A validation image failed mid-run (after the step's checkpoint was saved)."""
 
 
 def evaluate_source(source: PatchSource, model, keep: int = 0) -> dict:
@@ -32,3 +48,70 @@ def evaluate_source(source: PatchSource, model, keep: int = 0) -> dict:
             folder=source.val_dir,
         )
     return evaluate_images(model, source.val_files, source.scale, keep=keep)
+
+
+def side_by_side(*images: np.ndarray) -> np.ndarray:
+    """``[1, H, k W, 1]`` float32 in [0, 1] from k ``[H, W]`` images on the [0, 255] scale."""
+    row = np.concatenate([np.clip(im, 0, 255) / 255.0 for im in images], axis=1)
+    return row[np.newaxis, :, :, np.newaxis].astype(np.float32)
+
+
+class Validator:
+    """Scores a model during training and logs the scores (``validator(step)``).
+
+    Args:
+        source: the prepared data source (its validation data).
+        model: the model being trained.
+        optimizer: its optimizer; with ``averaged`` it puts the averages into the model
+            (``finalize_variable_values``).
+        averaged: ``train.ema`` is on: the averaged weights are scored too.
+        writer: the TensorBoard writer.
+        keep: ``train.val_images``, the panels shown in TensorBoard.
+    """
+
+    def __init__(self, source, model, optimizer, averaged: bool, writer, keep: int):
+        self.source, self.model, self.optimizer = source, model, optimizer
+        self.averaged, self.writer, self.keep = averaged, writer, keep
+
+    def __call__(self, step: int) -> dict:
+        """PSNR/SSIM on Y of ``data.val_dir`` (paper protocol) with the bicubic baseline, logged
+        to the console and TensorBoard (scalars and bicubic | SR | HR panels). With
+        ``train.ema`` the averaged weights are scored too (``val_ema/`` scalars and panels,
+        ``ema_`` keys of the result): they are put into the model for the evaluation and the
+        trained weights put back after it, whatever happens."""
+        res = self.evaluate(step, "val", "")
+        if self.averaged:
+            trained = [keras.ops.convert_to_numpy(v) for v in self.model.trainable_variables]
+            self.optimizer.finalize_variable_values(self.model.trainable_variables)
+            try:
+                averaged = self.evaluate(step, "val_ema", " of the averaged weights (train.ema)")
+            finally:
+                for variable, value in zip(self.model.trainable_variables, trained):
+                    variable.assign(value)
+            res.update({f"ema_{key}": averaged[key] for key in METRICS})
+        return res
+
+    def evaluate(self, step: int, tag: str, what: str) -> dict:
+        """Score the model's current weights on the validation images; log under ``tag/``."""
+        t0 = time.perf_counter()
+        res = evaluate_source(self.source, self.model, keep=self.keep)
+        with self.writer.as_default(step=step):
+            for key in METRICS:
+                tf.summary.scalar(f"{tag}/{key}", res[key])
+            for name, bicubic, sr, hr in res["panels"]:
+                tf.summary.image(
+                    f"{tag}/{Path(name).stem} (bicubic | SR | HR)", side_by_side(bicubic, sr, hr)
+                )
+        log.info(
+            "validation%s step %d on %d images: PSNR %.2f dB (bicubic %.2f dB), SSIM %.4f "
+            "(bicubic %.4f) [%.1f s]",
+            what,
+            step,
+            res["n"],
+            res["psnr"],
+            res["psnr_bicubic"],
+            res["ssim"],
+            res["ssim_bicubic"],
+            time.perf_counter() - t0,
+        )
+        return res

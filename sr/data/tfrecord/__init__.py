@@ -39,7 +39,6 @@ folder it points to. Log messages of every module go to the ``sr.data.tfrecord``
 children.
 """
 
-from sr.core.images import load_y_pair  # noqa: F401  (tests/test_bad_inputs.py patches it here)
 from sr.data.tfrecord.buildlock import build_lock, lock_busy, lock_path
 from sr.data.tfrecord.folders import OWNER, check_destination, foreign_files
 from sr.data.tfrecord.leftovers import remove_leftovers
