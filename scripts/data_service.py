@@ -1,7 +1,7 @@
 """Run a tf.data service dispatcher or worker for ``train.py data=tfrecord data.service=...``.
 
 One dispatcher, N workers on other machines, the trainer anywhere (the same commands as the
-README's "tf.data service")::
+tf.data service section of docs/data.md)::
 
     # on host A: the dispatcher (with --work-dir it journals its state and survives a restart)
     python scripts/data_service.py --dispatcher-port 5050 [--work-dir /shared/sr-dispatcher]

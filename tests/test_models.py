@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from sr.core.degrade import keys_cubic
 from sr.inference import receptive_radius
 from sr.models import PixelShuffle, build_edsr, build_espcn
-from sr.models.layers import UpSampling2D, bicubic_upscale_graph, keys_cubic
+from sr.models.layers import UpSampling2D, bicubic_upscale_graph
 
 
 @pytest.mark.parametrize("build", [build_espcn, build_edsr])

@@ -50,8 +50,8 @@ baseline, which upscales the RGB LR and then takes Y, gives 28.431 dB; published
 
 Training in the evaluation's order is ``data.lr_from=rgb`` (``sr.data.pairs.rgb_pairs``: RGB
 crops, ``make_lr`` of R, G and B, then Y). Trained both ways at equal steps (``python
-benchmarks/recipe_study.py lr_order``: the former 20-minute recipe of ``docs/results.md``, 16 blocks
-of 48 features at batch 16, at 600 steps, seeds 0, 1, 2), the RGB order scores +0.019 dB on Set5
+benchmarks/recipe_study.py lr_order``: the former 20-minute recipe of ``docs/results.md``, 16
+blocks of 48 features at batch 16, at 600 steps, seeds 0, 1, 2), the RGB order scores +0.019 dB on Set5
 (+0.009 to +0.025) and +0.010 dB on Set14 (+0.007 to +0.012): the same sign for every seed, and
 one or two hundredths of a decibel, the last digit of published tables. Y stays the default:
 three times less shard disk, pool memory and LR work for those hundredths.
@@ -76,6 +76,17 @@ MIN_LR_SIZE = KERNEL_RADIUS + 1
 """Smallest side (pixels) of an image :func:`bicubic_upscale` accepts, so of an upscaler's input:
 it mirrors ``KERNEL_RADIUS + 1`` pixels at each border, and a mirror cannot be wider than the
 image."""
+
+
+def keys_cubic(x, a: float = -0.5) -> np.ndarray:
+    """Keys' cubic convolution kernel (R. Keys, IEEE TASSP 1981) at offsets ``x`` (pixels), zero
+    from :data:`KERNEL_RADIUS` on: with a = -0.5 the kernel of MATLAB ``imresize`` and of
+    ``tf.image.resize(..., "bicubic")``, which this module's operator resamples with
+    (``sr.models.layers.bicubic_upscale_graph`` computes it from these weights). float64."""
+    t = np.abs(x)
+    near = (a + 2) * t**3 - (a + 3) * t**2 + 1
+    far = a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < KERNEL_RADIUS, far, 0.0))
 
 
 def crop_margin(scale: int) -> int:

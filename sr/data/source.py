@@ -89,7 +89,7 @@ class PatchSource(abc.ABC):
             whose shards are then read in a fixed interleave); with it the batches are the same
             in every run of a seed (crops and shuffles follow the seed, flips are a stateless
             function of the seed and the batch's number). Resume repeats and skips no batch
-            either way (``checkpoint_iterator``; README "Resuming and interrupting").
+            either way (``checkpoint_iterator``; docs/training.md, "Resuming and interrupting").
         service: ``grpc://HOST:PORT`` of a tf.data service dispatcher that runs the whole
             pipeline on its workers (``sr.data.service``), or None; sources that run Python in
             the training process refuse it.

@@ -1,10 +1,13 @@
-"""Layers shared by the SR builders."""
+"""Layers shared by the SR builders. The bicubic kernel is the LR operator's
+(``sr.core.degrade.keys_cubic``)."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from sr.core.degrade import keys_cubic
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -21,15 +24,6 @@ class PixelShuffle(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "factor": self.factor}
-
-
-def keys_cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
-    """Keys' cubic convolution kernel (R. Keys, IEEE TASSP 1981) at offsets ``x`` (pixels);
-    a = -0.5 is the kernel of MATLAB ``imresize`` and of ``tf.image.resize(..., "bicubic")``."""
-    t = np.abs(x)
-    near = (a + 2) * t**3 - (a + 3) * t**2 + 1
-    far = a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a
-    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
 def upscale_taps(factor: int) -> np.ndarray:
