@@ -51,10 +51,10 @@ baseline, which upscales the RGB LR and then takes Y, gives 28.431 dB; published
 Training in the evaluation's order is ``data.lr_from=rgb`` (``sr.data.pairs.rgb_pairs``: RGB
 crops, ``make_lr`` of R, G and B, then Y). Trained both ways at equal steps (``python
 benchmarks/recipe_study.py lr_order``: the former 20-minute recipe of ``docs/results.md``, 16
-blocks of 48 features at batch 16, at 600 steps, seeds 0, 1, 2), the RGB order scores +0.019 dB on Set5
-(+0.009 to +0.025) and +0.010 dB on Set14 (+0.007 to +0.012): the same sign for every seed, and
-one or two hundredths of a decibel, the last digit of published tables. Y stays the default:
-three times less shard disk, pool memory and LR work for those hundredths.
+blocks of 48 features at batch 16, at 600 steps, seeds 0, 1, 2), the RGB order scores +0.019 dB
+on Set5 (+0.009 to +0.025) and +0.010 dB on Set14 (+0.007 to +0.012): the same sign for every
+seed, and one or two hundredths of a decibel, the last digit of published tables. Y stays the
+default: three times less shard disk, pool memory and LR work for those hundredths.
 
 References: R. Keys, "Cubic convolution interpolation for digital image processing", IEEE TASSP
 1981; MATLAB ``imresize`` (``contributions``/``cubic``); Dong et al. (SRCNN, 2014) for the LR
