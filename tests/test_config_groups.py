@@ -1,0 +1,124 @@
+"""Every combination of the config groups composes against the structured schemas and validates:
+data x model x train x loss x optimizer, and each experiment with each loss and optimizer
+(Hydra's compose API, as lightning-hydra-template's tests; compose only, no training)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import hydra
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import sr.config
+from sr.config import ConfigError, validate_train
+from sr.train.losses import Loss
+from sr.train.optimizers import OptimizerChoice
+from tests.conftest import ROOT
+
+CONF = ROOT / "conf"
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+GROUPS = ("data", "model", "train", "loss", "optimizer")
+COMBINATIONS = [
+    tuple(f"{g}={o}" for g, o in zip(GROUPS, choice))
+    for choice in itertools.product(*(options(g) for g in GROUPS))
+]
+EXPERIMENTS = [
+    (f"experiment={e}", f"loss={loss}", f"optimizer={opt}")
+    for e in options("experiment")
+    for loss in options("loss")
+    for opt in options("optimizer")
+]
+
+
+@pytest.fixture(scope="module")
+def hydra_conf():
+    """One Hydra context for the module (``sr.config.compose`` opens one per call)."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield
+
+
+def check(cfg, overrides) -> None:
+    """The composed config validates, names classes that exist, and its loss and optimizer
+    instantiate as the options chosen."""
+    validate_train(cfg)
+    assert hydra.utils.get_class(cfg.data._target_).schema  # a source with its schema
+    assert callable(hydra.utils.get_method(cfg.model._target_))
+    loss = hydra.utils.instantiate(cfg.loss)
+    optimizer = hydra.utils.instantiate(cfg.optimizer)
+    assert isinstance(loss, Loss) and isinstance(optimizer, OptimizerChoice)
+    chosen = dict(o.split("=", 1) for o in overrides)
+    assert loss.name == chosen.get("loss", "l1")
+    assert optimizer.name == chosen.get("optimizer", "adam")
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+
+
+def test_the_groups_are_all_there():
+    assert len(COMBINATIONS) == 3 * 4 * 1 * 3 * 2  # data, model, train, loss, optimizer
+    assert {"l1", "l2", "charbonnier"} == set(options("loss"))
+    assert {"adam", "adamw"} == set(options("optimizer"))
+
+
+def test_every_combination_composes_and_validates(hydra_conf):
+    for overrides in COMBINATIONS:
+        check(compose("config", overrides=list(overrides)), overrides)
+
+
+def test_every_experiment_composes_with_each_loss_and_optimizer(hydra_conf):
+    for overrides in EXPERIMENTS:
+        check(compose("config", overrides=list(overrides)), overrides)
+
+
+def test_the_defaults_are_l1_and_adam_with_todays_betas(hydra_conf):
+    cfg = compose("config")
+    assert cfg.loss._target_ == "sr.train.losses.L1"
+    assert OmegaConf.to_container(cfg.optimizer) == {
+        "_target_": "sr.train.optimizers.Adam",
+        "beta_1": 0.9,
+        "beta_2": 0.999,
+    }
+    check(cfg, ())
+
+
+def test_no_loss_or_optimizer_yaml_restates_a_schema_default(hydra_conf):
+    """Defaults are written once, in the schemas of sr/config.py."""
+    schemas = {**sr.config.LOSS_SCHEMAS, **sr.config.OPTIMIZER_SCHEMAS}
+    for group in ("loss", "optimizer"):
+        for name in options(group):
+            yaml = OmegaConf.load(CONF / group / f"{name}.yaml")
+            base = [d for d in yaml.defaults if str(d).startswith("base_")]
+            assert len(base) == 1, f"conf/{group}/{name}.yaml extends no schema"
+            keys = set(yaml) - {"defaults", "_target_"}
+            assert not keys, f"conf/{group}/{name}.yaml restates {keys}"
+            fields = {f.name for f in dataclasses.fields(schemas[base[0]])}
+            assert set(compose("config", overrides=[f"{group}={name}"])[group]) == fields
+
+
+@pytest.mark.parametrize(
+    "override, names",
+    [
+        ("train.loss=charbonnier", "loss=charbonnier"),
+        ("train.beta_1=0.5", "optimizer.beta_1="),
+        ("++train.beta_2=0.5", "optimizer.beta_2="),
+    ],
+)
+def test_an_old_key_is_refused_naming_the_new_group(override, names):
+    with pytest.raises(ConfigError, match="is no longer a key") as info:
+        sr.config.compose(override)
+    assert names in str(info.value)
+
+
+def test_a_key_of_another_option_is_refused(hydra_conf):
+    """The schemas are closed: adam has no weight_decay, l1 no eps."""
+    from hydra.errors import ConfigCompositionException
+
+    for override in ("optimizer.weight_decay=0.1", "loss.eps=0.1"):
+        with pytest.raises(ConfigCompositionException):
+            compose("config", overrides=[override])
