@@ -1,6 +1,6 @@
 """Train a super-resolution model: ``python train.py [data=tfrecord|generator] [model=...] [k=v]``.
 
-See README.md for the config groups and common overrides.
+See docs/config.md for the config groups and common overrides.
 
 Exit codes:
 - 0: done;

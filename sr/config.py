@@ -386,7 +386,7 @@ GROUPS = ("data", "model", "train", "loss", "optimizer")  # the config groups of
 def config_tables() -> str:
     """docs/config.md's tables: every option of every config group (first comment line of its YAML)
     and every key of the schemas with its default and meaning (the comment beside the field), so
-    that the documentation cannot drift from the code. ``tests/test_readme.py`` checks that
+    that the documentation cannot drift from the code. ``tests/test_config_doc.py`` checks that
     docs/config.md holds exactly this text."""
     conf = PROJECT_ROOT / "conf"
     chosen = {}

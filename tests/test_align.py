@@ -155,6 +155,7 @@ def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_pre
         keras.mixed_precision.set_global_policy(policy)
 
 
+@pytest.mark.slow
 def test_fusion_oracle_shows_what_alignment_is_for():
     """benchmarks/fusion_oracle.py on 4 demo training sequences: aligned by the true path with a
     Fourier shift, 3 frames predict the validation frames better than 1; bilinear warping and no

@@ -422,6 +422,7 @@ def _train(tmp_path, *overrides):
     )
 
 
+@pytest.mark.slow
 def test_train_py_exits_2_when_hr_dir_is_a_file_and_writes_no_checkpoint(tmp_path):
     Image.fromarray(photo("camera")[:64, :64]).save(tmp_path / "one.png")
     before = digest(tmp_path / "one.png")
@@ -434,6 +435,7 @@ def test_train_py_exits_2_when_hr_dir_is_a_file_and_writes_no_checkpoint(tmp_pat
     assert digest(tmp_path / "one.png") == before
 
 
+@pytest.mark.slow
 def test_train_py_exits_2_when_every_image_is_smaller_than_the_crop(tmp_path):
     write_photos(tmp_path / "hr", size=40, names=("camera", "coffee"))
     before = digest(tmp_path / "hr")

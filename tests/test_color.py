@@ -52,6 +52,7 @@ def test_uint8_y_is_the_rounded_skimage_y_on_real_photos(name):
     assert clear.mean() > 0.999
 
 
+@pytest.mark.slow
 def test_uint8_y_on_every_colour_differs_from_skimage_only_on_true_halves_rounded_up():
     v = np.arange(256, dtype=np.uint8)
     rgb = np.stack(np.meshgrid(v, v, v, indexing="ij"), axis=-1).reshape(256, 65536, 3)  # 2^24

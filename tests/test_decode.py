@@ -229,6 +229,7 @@ def test_load_y_equals_y_channel_of_pillow(files):
         np.testing.assert_array_equal(load_y(path), y_channel(pillow_reference(path)), name)
 
 
+@pytest.mark.slow
 def test_banded_y_of_an_image_equals_the_one_pass_formula_on_every_colour():
     # y_channel of an image [H, W, 3] works in cache-sized bands of rows; of a list of colours
     # [N, 3] in one pass (tests/test_color.py checks that one against scikit-image)

@@ -117,6 +117,7 @@ def test_scan_sequences_accepts_demo(seq_root):
     assert len(val.names) == 3
 
 
+@pytest.mark.slow
 def test_ensure_demo_for_dispatch(tmp_path, monkeypatch):
     root = tmp_path / "demo"
     assert demo.ensure_demo_for([None, tmp_path / "elsewhere"], root) is False

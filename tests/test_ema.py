@@ -74,6 +74,7 @@ def tiny_run(folders, run_dir, compose, *extra):
     return run(cfg, run_dir)
 
 
+@pytest.mark.slow
 def test_a_run_validates_and_saves_both_weights_and_resume_goes_on_averaging(
     folders, tmp_path, compose, caplog
 ):
@@ -115,6 +116,7 @@ def test_a_run_validates_and_saves_both_weights_and_resume_goes_on_averaging(
         np.testing.assert_allclose(a7, 7 / 16 * a6 + 9 / 16 * w7, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_scripts_choose_the_weights(tmp_path, compose, folders, capsys):
     """Without train.ema there are no averages: auto loads the trained weights, ema is an error
     naming train.ema; evaluate.py labels its rows with the weights it used."""

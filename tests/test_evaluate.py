@@ -46,6 +46,7 @@ def check_golden(entry: dict, scale: int, name: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
     set5, set14 = shared_folder("Set5"), shared_folder("Set14")
     out = tmp_path / "eval"

@@ -17,6 +17,7 @@ export = load_script("export")
 upscale = load_script("upscale")
 
 
+@pytest.mark.slow
 def test_saved_model_gives_the_output_of_upscale(tmp_path, compose):
     run = make_run(compose, tmp_path / "run", steps=(5,))
     saved = tmp_path / "saved"

@@ -43,6 +43,7 @@ def test_rgb_then_y_figures_are_the_evaluation_protocols(folder, compose, tmp_pa
     assert colour["mean_diff"] > 0.1 and np.isfinite(colour["bicubic/y_lr"])
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table(folder):
     cmd = [sys.executable, "benchmarks/lr_order.py", "--folder", str(folder)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

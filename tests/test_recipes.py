@@ -54,6 +54,7 @@ def test_every_config_is_found():
     assert {"experiment=cpu20_hr_sample", "experiment=edsr_baseline_div2k"} <= offered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override", CONFIGS)
 def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compose, override):
     cfg = compose(override)

@@ -114,6 +114,7 @@ def common(folders, tmp_path, mode: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode, deterministic",
     [("tfrecord", "true"), ("generator", "true"), ("generator", "false")],
@@ -140,6 +141,7 @@ def test_n_plus_n_steps_equal_2n_steps_bit_for_bit(
     assert one == two
 
 
+@pytest.mark.slow
 def test_unseeded_run_resumes_its_own_stream(folders, tmp_path, compose):
     import shutil
 
@@ -155,6 +157,7 @@ def test_unseeded_run_resumes_its_own_stream(folders, tmp_path, compose):
     assert sorted(a) == [1, 2, 3, 4] and a == b
 
 
+@pytest.mark.slow
 def test_a_changed_stream_is_named_and_training_goes_on(folders, tmp_path, compose, caplog):
     from sr.train.app import run
 

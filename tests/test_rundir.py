@@ -67,6 +67,7 @@ def trained(folders, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_held_directory_is_refused_naming_the_holder_and_left_untouched(folders, tmp_path):
     run = tmp_path / "run"
     with RunDirLock(run):

@@ -326,6 +326,7 @@ def test_frames_are_decoded_once_when_windows_share_them(seq_dir):
     assert list(itertools.islice(src.pool.window_frames(0), 3)) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_training_on_sequences_validates_on_sequences_and_resumes(tmp_path, compose, caplog):
     """train.py's run(): espcn_mf on windows of 3, validation on every frame of the validation
     sequences (bicubic of the target frame beside it), a resume continuing the batch stream."""

@@ -60,6 +60,7 @@ OVERRIDES = (
 DRAWS, BOUND = 3840, 0.12
 
 
+@pytest.mark.slow
 def test_project_loader_has_no_order_bias_and_sorted_reference_has(seq_dir):
     res = measure_sequence_shuffle(seq_dir, DRAWS, per_window=64, buffer=100, overrides=OVERRIDES)
     assert (res["n_sequences"], res["n_windows"], res["batch_size"]) == (6, 60, 16)

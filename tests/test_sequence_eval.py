@@ -237,6 +237,7 @@ def test_evaluate_cli_sequences_with_bicubic_and_a_single_image_run(tmp_path, co
     assert evaluate.main([str(run), str(clips), "--no-progress"]) == 2
 
 
+@pytest.mark.slow
 def test_upscale_a_sequence_run(tmp_path, compose, clips, capsys):
     run = make_sequence_run(compose, tmp_path / "run")
     out = tmp_path / "out"
@@ -291,6 +292,7 @@ def test_upscale_of_one_sequence_folder_and_tiles(tmp_path, compose, clips):
         upscaler.window([lumas[0][:, :-4], lumas[1], lumas[2]], images[4])
 
 
+@pytest.mark.slow
 def test_upscale_errors_of_a_sequence_run(tmp_path, compose, clips, capsys):
     run = make_sequence_run(compose, tmp_path / "run")
     src = clips / "cat" / "f8.png"

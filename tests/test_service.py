@@ -99,6 +99,7 @@ def test_service_batches_keep_the_pipeline_contract(servers, source):
     del it
 
 
+@pytest.mark.slow
 def test_consumers_of_one_job_get_different_batches(servers, source):
     # each element is tagged on the worker that makes it: the time it was made, in ns, plus its
     # position (not a random draw: a global seed set earlier in the process would make the two
@@ -122,6 +123,7 @@ def test_consumers_of_one_job_get_different_batches(servers, source):
     assert not set(a) & set(b)
 
 
+@pytest.mark.slow
 def test_workers_do_not_make_the_same_batches(servers, source):
     # data.deterministic=true and 2 shard files for 2 workers: the worst case. With data.service
     # set, the source leaves its read shuffles unseeded and pairs_dataset builds them without
@@ -169,6 +171,7 @@ def test_unseeded_leaves_seedless_shuffles_to_each_iterator():
     assert tf.compat.v1.get_seed(None)[0] == 1  # the process keeps its global seed
 
 
+@pytest.mark.slow
 def test_pairs_dataset_with_data_service_waits_for_a_worker(folders):
     """data.service sends the pipeline to the service: with no worker registered no batch comes
     (a local pipeline would give one at once), and the first worker to register serves it."""
@@ -203,6 +206,7 @@ def test_unsuitable_sharding_and_bad_addresses_are_refused():
             service.parse_address(bad)
 
 
+@pytest.mark.slow
 def test_unreachable_dispatcher_is_a_clear_error_within_a_bounded_time(source):
     port = _free_port()  # nothing listens there: TF alone would retry for an hour
     address = f"grpc://127.0.0.1:{port}"
@@ -268,6 +272,7 @@ def _script(*args, block_project=False):
     )
 
 
+@pytest.mark.slow
 def test_the_script_serves_the_pipeline_with_a_worker_that_has_no_project_code(source):
     dispatcher = _script("--dispatcher-port", "0")
     worker = None
@@ -291,6 +296,7 @@ def test_the_script_serves_the_pipeline_with_a_worker_that_has_no_project_code(s
                 proc.communicate()
 
 
+@pytest.mark.slow
 def test_the_script_refuses_a_worker_without_a_dispatcher():
     port = _free_port()
     proc = subprocess.run(
@@ -329,6 +335,7 @@ def test_train_py_runs_on_the_service(servers, source, folders, tmp_path):
     print([line for line in out.splitlines() if "final step" in line][-1])
 
 
+@pytest.mark.slow
 def test_train_py_refuses_an_unreachable_dispatcher_at_start_up(folders, tmp_path):
     with socket.socket() as s:  # a free port nobody listens on
         s.bind(("127.0.0.1", 0))

@@ -66,6 +66,7 @@ def test_records_are_exact_sub_images_and_cover_every_crop_position(compose, pho
         assert inside.all(), source.images.files[i].name
 
 
+@pytest.mark.slow
 def test_read_crops_are_uniform_inside_their_sub_image_and_seeded(compose, photo_dir, tmp_path):
     source = _source(compose, photo_dir, tmp_path, "data.deterministic=true")
     params = source.params()

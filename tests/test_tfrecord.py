@@ -43,6 +43,7 @@ def _records(folder, manifest):
         out = []
 
 
+@pytest.mark.slow
 def test_round_trip_is_exact_and_shapes_are_stored(shards):
     images, folder, manifest = shards
     total = 0
@@ -56,6 +57,7 @@ def test_round_trip_is_exact_and_shapes_are_stored(shards):
     assert tfrecord.verify_shards(folder, count=50) == 50
 
 
+@pytest.mark.slow
 def test_manifest_describes_the_shards_on_disk(shards, photo_dir):
     images, folder, manifest = shards
     assert json.loads((folder / "manifest.json").read_text()) == manifest  # as returned
@@ -310,6 +312,7 @@ def _files(folder):
     return {p.name: p.read_bytes() for p in folder.iterdir()}
 
 
+@pytest.mark.slow
 def test_a_build_killed_midway_leaves_the_old_set_and_the_next_build_cleans_up(shards, tmp_path):
     images, folder, manifest = shards
     before = _files(folder)
@@ -391,6 +394,7 @@ class _OpenGateWhenWaiting(logging.Handler):
             self.gate.touch()
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_build_the_shards_once_and_share_them(photo_dir, tmp_path, caplog):
     """A training run (a child process) builds the missing shards; a second run (this process)
     started meanwhile on the same data finds them missing too, waits for the first build, and

@@ -91,6 +91,7 @@ def test_empty_window_is_none_and_counts_nothing(clock):
     assert WindowStats(0, 0.0, 0.0, 0.0).data_wait_share == 0.0
 
 
+@pytest.mark.slow
 def test_max_minutes_stops_the_run_saved_before_its_steps(folders, tmp_path, compose, caplog):
     from sr.train.app import run
 
@@ -129,6 +130,7 @@ def budget_run(folders) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_it(
     folders, tmp_path, compose, caplog
 ):
@@ -163,6 +165,7 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
     assert more["step"] > step and more["budget_minutes_used"] >= 0.15
 
 
+@pytest.mark.slow
 def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplog, monkeypatch):
     """The first step traces and compiles the step function and fills the input pipeline: with
     a time budget its seconds are not charged, so the schedule's warm-up (a fraction of the

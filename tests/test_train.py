@@ -134,6 +134,7 @@ def test_sigterm_saves_a_checkpoint_before_exiting(folders, tmp_path):
     assert 5 <= step < 100000
 
 
+@pytest.mark.slow
 def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose, caplog):
     import tensorflow as tf
 
@@ -187,6 +188,7 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
     assert "HloModule" in hlo
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_saves_and_validates_without_training(folders, tmp_path, compose):
     from sr.train.app import run
 

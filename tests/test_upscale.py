@@ -150,6 +150,7 @@ def write_modes(folder):
     return {n: (im.mode, im.size) for n, im in images.items()}
 
 
+@pytest.mark.slow
 def test_cli_on_a_folder_keeps_modes_and_names_bad_files(tmp_path, compose):
     run = make_run(compose, tmp_path / "run")
     modes = write_modes(tmp_path / "in")

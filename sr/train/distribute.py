@@ -105,7 +105,7 @@ def make_strategy(name: str, devices=None) -> tf.distribute.Strategy:
             raise DistributeError(
                 "train.strategy=multi_worker needs TF_CONFIG: set it in every worker's "
                 'environment (e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                '"task": {"type": "worker", "index": 0}}), see README "Scaling out"'
+                '"task": {"type": "worker", "index": 0}}), see docs/training.md, "Scaling out"'
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     devices = list(devices) if devices else None

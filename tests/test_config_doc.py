@@ -1,5 +1,5 @@
-"""README.md tells the truth about the config: its tables are generated from the schemas, and no
-YAML of conf/ restates or overrides a schema default (defaults are written once)."""
+"""docs/config.md tells the truth about the config: its tables are generated from the schemas,
+and no YAML of conf/ restates or overrides a schema default (defaults are written once)."""
 
 import dataclasses
 
@@ -13,12 +13,12 @@ from tests.conftest import ROOT
 START, END = README_MARKERS
 
 
-def test_readme_config_tables_are_the_generated_ones():
+def test_the_config_tables_are_the_generated_ones():
     text = (ROOT / "docs" / "config.md").read_text()
     assert START in text and END in text
     block = text.split(START, 1)[1].split(END, 1)[0]
     assert block.strip() == config_tables().strip(), (
-        "README.md's config tables are stale: run `python -m sr.config --write`"
+        "docs/config.md's config tables are stale: run `python -m sr.config --write`"
     )
 
 
