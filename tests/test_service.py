@@ -3,6 +3,7 @@ two workers on 127.0.0.1, the sharding between consumers, the errors, and the se
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
@@ -39,7 +40,8 @@ def servers():
 
     Jobs whose consumer has gone (a train.py child that exited, an iterator of a finished test)
     are collected after a second, not tf.data's default 5 minutes: a worker's stop() waits for
-    the endless tasks of its jobs, which made this fixture's teardown take up to 160 s."""
+    the endless tasks of its jobs, which made this fixture's teardown take up to 160 s. An
+    iterator left in a reference cycle is a live client that holds its job: collected first."""
     config = tf.data.experimental.service.DispatcherConfig(
         port=0, job_gc_check_interval_ms=500, job_gc_timeout_ms=1000
     )
@@ -51,6 +53,7 @@ def servers():
         assert time.monotonic() < deadline, "workers did not register"
         time.sleep(0.1)
     yield address
+    gc.collect()  # iterators left in reference cycles: each is a live client that holds its job
     for server in (*workers, dispatcher):
         server.stop()
 
