@@ -37,8 +37,9 @@ from tests.conftest import ROOT
 TINY = ("data=generator", "data.batch_size=4", "train.steps=2", "train.log_every=1")
 
 
-def train(folders, *overrides, run_dir=None):
-    """``python train.py`` on the tiny folders; returns (exit code, stdout + stderr)."""
+def train(folders, *overrides, run_dir=None, env=None):
+    """``python train.py`` on the tiny folders (``env``: extra environment variables); returns
+    (exit code, stdout + stderr)."""
     cmd = [
         sys.executable,
         str(ROOT / "train.py"),
@@ -49,7 +50,7 @@ def train(folders, *overrides, run_dir=None):
     ]
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -98,6 +99,24 @@ def test_a_lock_file_left_by_a_killed_process_does_not_block(tmp_path):
     assert lock.holder() is None
     with lock:
         assert json.loads((run / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.slow
+def test_a_start_up_failure_given_a_finished_run_leaves_its_files_byte_identical(folders, trained):
+    """A malformed TF_CONFIG with ``hydra.run.dir=`` a finished run: the guard's own error is a
+    refusal (exit 2) before Hydra writes; every file of the run, ``.hydra/config.yaml`` and
+    ``train.log`` included, stays byte-identical (Hydra turned the exception into a warning and
+    rewrote them when the guard caught its own errors only)."""
+    before = snapshot(trained)
+    code, out = train(
+        folders,
+        "train.strategy=multi_worker",
+        run_dir=trained,
+        env={"TF_CONFIG": '{"cluster": {"worker": ['},
+    )
+    assert code == 2, out
+    assert "error: " in out and "TF_CONFIG" in out
+    assert snapshot(trained) == before
 
 
 def test_a_new_run_in_a_directory_holding_checkpoints_is_refused(tmp_path, compose):

@@ -398,7 +398,7 @@ def check_sweep(config: DictConfig, jobs: list[tuple[Path, DictConfig]] | None) 
             if job_dir != sweep_dir:  # else the sweep's own lock
                 RunDirLock(job_dir, "hydra.sweep.dir").check_free()
             check_new_run(job, job_dir, sweep_dir)
-        except (RunDirError, OSError) as e:
+        except Exception as e:  # any error of the guard: a refusal
             problems.append(str(e))
     if problems:
         raise RunDirError("\n".join(problems))
@@ -446,11 +446,12 @@ class RunDirCallback(Callback):
         sys.exit(REFUSED_EXIT_CODE)  # SystemExit: Hydra turns exceptions into warnings
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        worker_dir(config)  # a non-chief worker of a cluster writes into a folder of its own
-        run_dir = run_dir_of(config)
+        # Any exception of the guard is a refusal: Hydra turns a callback's exception into a
+        # warning and goes on writing into the run folder (a malformed TF_CONFIG did).
         try:
-            self.lock = claim(config, run_dir)
-        except (RunDirError, OSError) as e:
+            worker_dir(config)  # a non-chief worker of a cluster writes into a folder of its own
+            self.lock = claim(config, run_dir_of(config))
+        except Exception as e:  # any error of the guard: a refusal
             self._refuse(e)  # no train.log: nothing written
         self._release_at_exit()
 
@@ -464,7 +465,7 @@ class RunDirCallback(Callback):
         try:
             check_sweep(config, sweep_job_dirs(config))
             self.lock = RunDirLock(sweep_dir, "hydra.sweep.dir", "sweep directory").acquire()
-        except (RunDirError, OSError) as e:
+        except Exception as e:  # any error of the guard: a refusal
             self._refuse(e)  # before the sweeper: nothing written, not even multirun.yaml
         self._release_at_exit()
 
@@ -483,7 +484,7 @@ class RunDirCallback(Callback):
                 check_new_run(config, job_dir, sweep_dir)  # held already, as the sweep's
                 return
             self.job_lock = claim(config, job_dir, sweep_dir)
-        except (RunDirError, OSError) as e:
+        except Exception as e:  # any error of the guard: a refusal
             self._refuse(
                 f"{e} (Hydra had already written this job's {config.hydra.output_subdir}/ files"
                 " and train.log into it; the sweep is stopped: the jobs before it are kept, the"
