@@ -19,30 +19,15 @@ from omegaconf import DictConfig
 
 from sr.train import distribute
 from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager
-from sr.train.optimizers import AveragingAdam, ema_variables, make_optimizer, optimizer_choice
+from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
 from sr.train.report import Reporting
-from sr.train.saving import CheckpointPolicy, NonFiniteError
-from sr.train.schedule import BudgetSchedule, current_lr, make_schedule, train_schedule
+from sr.train.saving import CheckpointPolicy
+from sr.train.schedule import train_schedule
 from sr.train.step import TrainStep
 from sr.train.timing import StepTimer
-from sr.train.validation import ValidationError, Validator
+from sr.train.validation import Validator
 
 log = logging.getLogger(__name__)
-
-__all__ = [  # the names callers import from here (the others live in the modules above)
-    "AveragingAdam",
-    "BudgetSchedule",
-    "NonFiniteError",
-    "Trainer",
-    "ValidationError",
-    "current_lr",
-    "ema_variables",
-    "gpu_available",
-    "make_optimizer",
-    "make_schedule",
-    "setup_precision",
-    "stop_signals",
-]
 
 
 def gpu_available() -> bool:
