@@ -428,14 +428,14 @@ def config_tables() -> str:
 
 # The file that holds the tables, between these markers.
 CONFIG_DOC = PROJECT_ROOT / "docs" / "config.md"
-README_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
+CONFIG_TABLE_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
 
 
 def update_config_doc(path: Path = CONFIG_DOC) -> bool:
-    """Replace the text between :data:`README_MARKERS` in ``path`` (docs/config.md) by
+    """Replace the text between :data:`CONFIG_TABLE_MARKERS` in ``path`` (docs/config.md) by
     :func:`config_tables`; returns True if it changed."""
     text = path.read_text()
-    start, end = README_MARKERS
+    start, end = CONFIG_TABLE_MARKERS
     head, rest = text.split(start, 1)
     new = f"{head}{start}\n{config_tables()}{end}{rest.split(end, 1)[1]}"
     path.write_text(new)

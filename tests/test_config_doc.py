@@ -6,11 +6,11 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from sr.config import DATA_SCHEMAS, README_MARKERS, Config, TrainConfig, config_tables
+from sr.config import CONFIG_TABLE_MARKERS, DATA_SCHEMAS, Config, TrainConfig, config_tables
 from sr.data.source import DataConfig
 from tests.conftest import ROOT
 
-START, END = README_MARKERS
+START, END = CONFIG_TABLE_MARKERS
 
 
 def test_the_config_tables_are_the_generated_ones():
