@@ -11,6 +11,9 @@ Exit codes:
   ``optimizer.beta_1=``);
 - 3: the loss or the weights became NaN or infinite (nothing non-finite is saved; the message
   names the step, its learning rate and the last good checkpoint to resume from);
+- 4: the run diverged once more after ``train.guard_max_rollbacks`` rollbacks of the divergence
+  guard (or with no good checkpoint left to roll back to); ``checkpoints/best`` holds the best
+  validated weights, and the message names it;
 - 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
 """
 
@@ -28,10 +31,12 @@ from sr.config import ConfigError, check_overrides  # noqa: E402  (registers the
 from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
+from sr.train.guard import DivergenceError  # noqa: E402
 from sr.train.saving import NonFiniteError  # noqa: E402
 
 EXIT_BAD_INPUT = 2  # a config value, folder, image or resume path at fault
 EXIT_NONFINITE = 3  # NaN/inf loss or weights: stopped, last good checkpoint kept
+EXIT_DIVERGED = 4  # diverged after train.guard_max_rollbacks rollbacks; checkpoints/best kept
 
 log = logging.getLogger("train")
 logging.getLogger("absl").setLevel(logging.WARNING)  # checkpoint-writer chatter
@@ -49,6 +54,9 @@ def main(cfg: DictConfig) -> float | None:
     except NonFiniteError as e:
         log.error("%s", e)
         sys.exit(EXIT_NONFINITE)
+    except DivergenceError as e:
+        log.error("%s", e)
+        sys.exit(EXIT_DIVERGED)
     if final.get("interrupted"):
         sys.exit(128 + int(final["interrupted"]))
     return final.get("val/psnr")

@@ -73,6 +73,20 @@ class TrainConfig:
     devices: list[str] | None = None  # mirrored / one_device: ["/gpu:0", "/gpu:1"]; null: all
     logical_cpus: int = 0  # split the CPU into N logical devices (multi-replica without GPUs)
     profile_steps: list[int] | None = None  # [START, STOP]: profiler trace into tb/ (chief)
+    # multi_worker: how long a worker waits for its peers (TF_CONFIG) before exiting non-zero
+    cluster_timeout_minutes: float = 10.0
+    # clip the gradient to this global L2 norm (all variables together, after the sum over the
+    # replicas, on unscaled gradients under mixed precision); null: no clipping
+    clip_norm: float | None = None
+    # divergence guard (docs/training.md): a loss spike or a validation collapse restores the last
+    # good checkpoint, scales the learning rate by guard_lr_factor and goes on
+    guard: bool = True
+    guard_from: int = 1000  # the guard judges from this step on (the first steps' loss is erratic)
+    guard_loss_factor: float = 2.0  # a log window's mean loss above this x the lowest window mean
+    guard_step_factor: float = 5.0  # one step's loss above this x the previous window's mean
+    guard_val_drop: float = 3.0  # validation PSNR more than this many dB below the best so far
+    guard_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this, in (0, 1)
+    guard_max_rollbacks: int = 3  # one more divergence stops the run (exit 4)
 
 
 # The allowed values of the ``train`` keys that name a choice, from the schema's fields.
@@ -148,7 +162,9 @@ def validate_train(cfg: DictConfig) -> None:
     Structured configs check types only (``train.steps=abc``); this checks ranges and choices.
     Every interval (``steps``, ``log_every``, ``val_every``, ``ckpt_every``, ``max_to_keep``,
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
-    a finite number > 0; ``max_minutes`` null or > 0; ``ema`` null or in (0, 1);
+    a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
+    (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor`` and
+    ``guard_step_factor`` > 1, ``guard_val_drop`` > 0, ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
 
@@ -179,6 +195,7 @@ def validate_train(cfg: DictConfig) -> None:
             f"got {ema!r}"
         )
     _number(t, "train", "logical_cpus", 0, integer=True)
+    _check_guard(t)
     _check_devices(t)
     _check_groups(cfg)
 
@@ -200,6 +217,24 @@ def _number(node, group: str, key: str, minimum: float, *, integer: bool, above=
     )
     if not ok:
         raise ConfigError(f"{group}.{key} must be {kind} {bound}, got {value!r}")
+
+
+def _check_guard(t) -> None:
+    """``train.clip_norm`` and the divergence guard's keys (``train.guard*``)."""
+    if t.clip_norm is not None:
+        _number(t, "train", "clip_norm", 0, integer=False, above=True)
+    _number(t, "train", "cluster_timeout_minutes", 0, integer=False, above=True)
+    _number(t, "train", "guard_from", 0, integer=True)
+    _number(t, "train", "guard_max_rollbacks", 0, integer=True)
+    for key in ("guard_loss_factor", "guard_step_factor"):
+        _number(t, "train", key, 1, integer=False, above=True)
+    _number(t, "train", "guard_val_drop", 0, integer=False, above=True)
+    factor = t.guard_lr_factor
+    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1):
+        raise ConfigError(
+            f"train.guard_lr_factor must be a number in (0, 1) (each rollback multiplies the "
+            f"learning rate by it), got {factor!r}"
+        )
 
 
 def _check_devices(t) -> None:

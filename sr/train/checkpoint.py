@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import hydra
@@ -39,14 +40,17 @@ def make_checkpoint(
     data: tf.train.Checkpoint | None = None,
     elapsed: tf.Variable | None = None,
     ema: list | None = None,
+    guard: tf.train.Checkpoint | None = None,
 ):
     """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step``,
     ``data`` (:func:`make_data_state`), ``elapsed`` (float64 seconds of the time budget
-    used, ``train.max_minutes``) and ``ema`` (with ``train.ema``: the moving averages of the
+    used, ``train.max_minutes``), ``ema`` (with ``train.ema``: the moving averages of the
     weights, one per variable of ``model.trainable_variables`` and in its order, so that
-    ``Checkpoint(ema=model.trainable_variables)`` restores them into a model); parts left out are
-    neither saved nor restored."""
+    ``Checkpoint(ema=model.trainable_variables)`` restores them into a model) and ``guard``
+    (:func:`make_guard_state`); parts left out are neither saved nor restored."""
     parts = {"model": model}
+    if guard is not None:
+        parts["guard"] = guard
     if ema is not None:
         parts["ema"] = list(ema)
     if elapsed is not None:
@@ -58,6 +62,32 @@ def make_checkpoint(
     if data is not None:
         parts["data"] = data
     return tf.train.Checkpoint(**parts)
+
+
+def make_guard_state() -> tf.train.Checkpoint:
+    """The divergence guard's part of a checkpoint (:mod:`sr.train.guard`): ``lr_scale``
+    (float32, the factor the guard's rollbacks put on the learning rate; 1 before any),
+    ``rollbacks`` (int64, how many the run made) and ``memory`` (float64 ``[3]``: the guard's
+    references, :meth:`sr.train.guard.DivergenceGuard.memory`, so that a resumed run judges
+    against them). Create it in the strategy's scope."""
+    return tf.train.Checkpoint(
+        lr_scale=tf.Variable(
+            1.0,
+            trainable=False,
+            name="lr_scale",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        ),
+        rollbacks=tf.Variable(0, dtype=tf.int64, trainable=False, name="rollbacks"),
+        memory=tf.Variable(  # the guard's references: lowest mean loss, last mean, best PSNR
+            [math.inf, math.nan, -math.inf], dtype=tf.float64, trainable=False, name="memory"
+        ),
+    )
+
+
+def has_part(path: str, part: str) -> bool:
+    """Whether the checkpoint ``path`` holds a variable under the root's ``part`` (e.g. ``ema``,
+    ``guard``: the first component of the keys of ``tf.train.list_variables``)."""
+    return any(name.split("/", 1)[0] == part for name, _ in tf.train.list_variables(path))
 
 
 # keys of the data state in a checkpoint file (``tf.train.load_checkpoint``)
@@ -98,6 +128,27 @@ def make_manager(checkpoint: tf.train.Checkpoint, run_dir, max_to_keep: int = 3,
     return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=max_to_keep)
 
 
+def checkpoint_step(path: str) -> int:
+    """The step of a checkpoint prefix ``.../ckpt-<step>``."""
+    return int(Path(path).name.rsplit("-", 1)[-1])
+
+
+def resume_candidates(directory) -> list[str]:
+    """The checkpoints of a ``tf.train.CheckpointManager`` folder that a resume may continue
+    from, newest first: the latest, then the older ones of its record (a resume falls back to
+    them when the latest is unreadable). Empty if the folder has none."""
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is None or not state.model_checkpoint_path:
+        return []
+    latest = state.model_checkpoint_path
+    older = [
+        p
+        for p in state.all_model_checkpoint_paths
+        if p != latest and checkpoint_step(p) < checkpoint_step(latest)
+    ]
+    return [latest, *sorted(older, key=checkpoint_step, reverse=True)]
+
+
 def load_run_config(run_dir) -> DictConfig:
     """The composed config a run was started with.
 
@@ -119,22 +170,67 @@ def load_run_config(run_dir) -> DictConfig:
     return cfg
 
 
+BEST_DIR = "best"  # checkpoints/best: the best validated checkpoint, outside the rotation
+BEST_RECORD = "best.json"  # beside it: {"step", "psnr", "weights", "checkpoint"}
+
+
+def best_dir(run_dir) -> Path:
+    """``<run_dir>/checkpoints/best``: the checkpoint with the best validation PSNR so far."""
+    return Path(run_dir) / CHECKPOINT_DIR / BEST_DIR
+
+
+def read_best(run_dir) -> dict | None:
+    """The record of ``checkpoints/best`` (``step``, ``psnr`` in dB, ``weights`` judged:
+    ``ema`` or ``live``, ``checkpoint``: its path prefix); None if the run has none."""
+    path = best_dir(run_dir) / BEST_RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
-    """Path prefix of the chosen checkpoint (``ckpt-N`` or a full prefix), else the latest.
+    """Path prefix of the chosen checkpoint of a run.
+
+    Args:
+        run_dir: output directory of a ``train.py`` run.
+        checkpoint: ``best`` (``checkpoints/best``: the best validation PSNR), ``last`` (the
+            newest of the rotation, where ``resume=`` continues), ``ckpt-N`` or a full prefix;
+            None: ``best`` if the run has one, else ``last``.
 
     Raises:
-        RunDirError: if there is none.
+        RunDirError: if there is none (naming the folder and the choices).
     """
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
-    if checkpoint:
+    if checkpoint is None or checkpoint == "best":
+        best = tf.train.latest_checkpoint(str(best_dir(run_dir)))
+        if best is not None or checkpoint == "best":
+            if best is None:
+                raise RunDirError(
+                    f"no best checkpoint in {best_dir(run_dir)} (the run had no validation, or "
+                    "predates it): use --checkpoint last or ckpt-N"
+                )
+            return best
+    if checkpoint not in (None, "best", "last"):
         prefix = Path(checkpoint) if Path(checkpoint).is_absolute() else ckpt_dir / checkpoint
         if not Path(f"{prefix}.index").is_file():
-            raise RunDirError(f"no checkpoint {prefix} (expected {prefix}.index)")
+            raise RunDirError(
+                f"no checkpoint {prefix} (expected {prefix}.index): choose best, last or one of "
+                f"{', '.join(sorted(p.stem for p in ckpt_dir.glob('ckpt-*.index'))) or 'none'}"
+            )
         return str(prefix)
     latest = tf.train.latest_checkpoint(str(ckpt_dir))
     if latest is None:
         raise RunDirError(f"no checkpoint in {ckpt_dir}: train first, or pick another run")
     return latest
+
+
+def checkpoint_label(run_dir, path: str) -> str:
+    """How results name the checkpoint ``path`` of a run: ``best (ckpt-4000)``, ``last
+    (ckpt-8000)`` or ``ckpt-6000``."""
+    name = Path(path).name
+    if Path(path).parent == best_dir(run_dir):
+        return f"best ({name})"
+    if path == tf.train.latest_checkpoint(str(Path(run_dir) / CHECKPOINT_DIR)):
+        return f"last ({name})"
+    return name
 
 
 def build_model(cfg: DictConfig) -> keras.Model:
@@ -152,7 +248,8 @@ def load_model_from_run(
 
     Args:
         run_dir: output directory of a ``train.py`` run.
-        checkpoint: ``ckpt-N`` (or a checkpoint prefix); None for the latest.
+        checkpoint: ``best``, ``last``, ``ckpt-N`` or a prefix (:func:`find_checkpoint`); None:
+            ``best`` where the run has one, else ``last``.
         weights: ``ema``: the moving averages of the weights (a run with ``train.ema``);
             ``live``: the trained weights themselves; ``auto``: the averages when the checkpoint
             has them, else the trained weights. Which was loaded is logged and set as
@@ -188,8 +285,10 @@ def load_model_from_run(
             path
         ).expect_partial().assert_existing_objects_matched()
     model.sr_weights = chosen
+    model.sr_checkpoint = checkpoint_label(run_dir, path)
     log.info(
-        "restored %s (step %d), %s weights",
+        "restored %s: %s (step %d), %s weights",
+        model.sr_checkpoint,
         path,
         int(step),
         "averaged (train.ema)" if chosen == "ema" else "trained",
@@ -216,6 +315,5 @@ def model_label(model: keras.Model) -> str:
 
 def has_averages(path: str) -> bool:
     """Whether the checkpoint ``path`` holds moving averages of the weights (``train.ema``): a
-    variable under the root's ``ema`` (``ema/0/.ATTRIBUTES/VARIABLE_VALUE``, the keys of
-    ``tf.train.list_variables``)."""
-    return any(name.split("/", 1)[0] == "ema" for name, _ in tf.train.list_variables(path))
+    variable under the root's ``ema`` (``ema/0/.ATTRIBUTES/VARIABLE_VALUE``)."""
+    return has_part(path, "ema")

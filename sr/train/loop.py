@@ -18,12 +18,15 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from sr.train import distribute
-from sr.train.checkpoint import make_checkpoint, make_data_state, make_manager
+from sr.train.checkpoint import BEST_DIR, make_checkpoint, make_data_state, make_guard_state
+from sr.train.checkpoint import make_manager
+from sr.train.guard import DivergenceGuard, GuardSettings
 from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
 from sr.train.report import Reporting
+from sr.train.rollback import GuardPolicy
 from sr.train.saving import CheckpointPolicy
 from sr.train.schedule import train_schedule
-from sr.train.step import TrainStep
+from sr.train.step import LossWindow, TrainStep
 from sr.train.timing import StepTimer
 from sr.train.validation import Validator
 
@@ -90,7 +93,7 @@ class Profiler:
             tf.profiler.experimental.stop()
 
 
-class Trainer(CheckpointPolicy, Reporting):
+class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
     """Trains ``model`` on ``loader.dataset()`` and writes everything under ``run_dir``.
 
     Args:
@@ -107,6 +110,11 @@ class Trainer(CheckpointPolicy, Reporting):
     optimizer slots are finite. With ``train.on_nonfinite=stop`` the loop then raises
     :class:`NonFiniteError` (the checkpoints on disk are the finite ones); with ``skip`` the
     step's update is skipped.
+
+    The divergence guard (``train.guard``, :mod:`sr.train.guard`) judges the loss of each log
+    window and each validation; on a spike or a collapse the run rolls back to the last good
+    checkpoint with a lower learning rate (:class:`sr.train.rollback.GuardPolicy`), and
+    ``checkpoints/best`` keeps the best validated weights outside the rotation.
     """
 
     def __init__(
@@ -134,6 +142,10 @@ class Trainer(CheckpointPolicy, Reporting):
         self.stream_checkpoint: str | None = None  # restore the data iterator from this one
         self.loss = hydra.utils.instantiate(cfg.loss)
         self.optimizer_choice = optimizer_choice(cfg)
+        self.skip_nonfinite = cfg.train.get("on_nonfinite", "stop") == "skip"
+        self.guard = DivergenceGuard(GuardSettings.from_config(cfg.train))
+        self.best_psnr = float("-inf")  # of checkpoints/best
+        self.saved_steps: list[int] = []  # steps saved in the rotation (rollback targets)
         with self.strategy.scope():
             self._build_optimizer(mixed)
         self._build_managers()
@@ -146,12 +158,12 @@ class Trainer(CheckpointPolicy, Reporting):
         self.validator = Validator(
             loader, model, self.optimizer, self.ema is not None, self.writer, cfg.train.val_images
         )
-        self.skip_nonfinite = cfg.train.get("on_nonfinite", "stop") == "skip"
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)
         self.stepper = TrainStep(
             model, self.optimizer, self.loss, self.strategy, self.global_batch, counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
+            clip_norm=cfg.train.clip_norm, window=self.window,
         )  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
         self.final: dict = {}
@@ -166,8 +178,12 @@ class Trainer(CheckpointPolicy, Reporting):
             name="budget_progress",
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
+        self.guard_state = make_guard_state()  # the learning-rate factor of the rollbacks
+        self.window = LossWindow(count_nonfinite=not self.skip_nonfinite)
         self.schedule = train_schedule(
-            self.cfg, self.progress if self.budget is not None else None
+            self.cfg,
+            self.progress if self.budget is not None else None,
+            self.guard_state.lr_scale,
         )
         self.optimizer = make_optimizer(self.cfg, mixed, schedule=self.schedule)
         self.optimizer.build(self.model.trainable_variables)
@@ -178,7 +194,13 @@ class Trainer(CheckpointPolicy, Reporting):
         self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped")
         self.ema = ema_variables(self.optimizer)
         self.checkpoint = make_checkpoint(
-            self.model, self.optimizer, self.step, self.data_state, self.elapsed, ema=self.ema
+            self.model,
+            self.optimizer,
+            self.step,
+            self.data_state,
+            self.elapsed,
+            ema=self.ema,
+            guard=self.guard_state,
         )
 
     def _build_managers(self) -> None:
@@ -196,12 +218,19 @@ class Trainer(CheckpointPolicy, Reporting):
             )
         )
         self.checkpoint_dir = distribute.checkpoint_dir(self.run_dir)
-        self.manager = make_manager(
-            self.checkpoint, self.run_dir, keep, directory=self.checkpoint_dir
+        self.manager = self.new_manager()
+        # checkpoints/best: one checkpoint, outside the rotation (sr.train.rollback)
+        self.best_manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.checkpoint_dir / BEST_DIR), max_to_keep=1
         )
         # what resume= reads: the chief's checkpoints (a worker's own are temporary)
         self.resume_dir = distribute.chief_run_dir(self.run_dir)  # what resume= names
         self.restore_dir = self.resume_dir / "checkpoints"
+
+    def new_manager(self) -> tf.train.CheckpointManager:
+        """The rotation of ``train.max_to_keep`` checkpoints in :attr:`checkpoint_dir`."""
+        keep = self.cfg.train.max_to_keep
+        return make_manager(self.checkpoint, self.run_dir, keep, directory=self.checkpoint_dir)
 
     def next_batch(self, iterator):
         """The next step's batch: ``(lr, hr)`` with one replica's share, or, with several
@@ -271,7 +300,7 @@ class Trainer(CheckpointPolicy, Reporting):
             ValidationError: a validation image failed; the step's checkpoint is saved first.
         """
         timer = StepTimer(self.cfg.data.batch_size)
-        iterator = self.data_iterator()
+        self.iterator = self.data_iterator()
         log.info(
             "training %s for %d steps from step %d (data=%s, global batch %d, %s)",
             self.model.name,
@@ -283,9 +312,9 @@ class Trainer(CheckpointPolicy, Reporting):
         )
         try:
             with stop_signals() as stop:
-                interrupted = self._run_steps(iterator, timer, stop)
+                interrupted = self._run_steps(timer, stop)
         finally:
-            del iterator  # a generator-mode iterator must go before interpreter shutdown
+            self.iterator = None  # a generator-mode iterator must go before interpreter shutdown
         if interrupted is not None:
             log.warning(
                 "stopped by %s at step %d; resume with resume=%s",
@@ -294,9 +323,14 @@ class Trainer(CheckpointPolicy, Reporting):
                 self.resume_dir,
             )
         res = {} if interrupted is not None else self.validate_safely(saved=True)
+        verdict = self.judge_validation(res, self.cluster) if res else None
+        if verdict is not None:  # the last steps collapsed: end on the last good checkpoint
+            self.rollback(verdict, validation=True)
+            self.save()
+            res = self.validate_safely(saved=True)
         return self.finish(timer, res, interrupted)
 
-    def _run_steps(self, iterator, timer: StepTimer, stop: dict):
+    def _run_steps(self, timer: StepTimer, stop: dict):
         """The steps of :meth:`fit` up to ``train.steps``, a stop signal or the end of the time
         budget, then the last log window and a save; returns the stop signal or None."""
         t = self.cfg.train
@@ -307,7 +341,7 @@ class Trainer(CheckpointPolicy, Reporting):
         step, loss, first = int(self.step.numpy()), None, True
         # with several workers, stopping (a signal on any of them, the time budget) is agreed
         # every log_every steps, so that all stop, and save, at the same step
-        cluster = distribute.input_pipelines(self.strategy) > 1
+        cluster = self.cluster = distribute.input_pipelines(self.strategy) > 1
         profiler = Profiler(t.profile_steps if self.chief else None, self.run_dir / "tb")
         while step < t.steps:
             if (not cluster or step % t.log_every == 0) and self._should_stop(step, stop, cluster):
@@ -315,7 +349,7 @@ class Trainer(CheckpointPolicy, Reporting):
             profiler.before(step)
             t0 = time.perf_counter()
             try:
-                batch = self.next_batch(iterator)
+                batch = self.next_batch(self.iterator)
             except tf.errors.DataLossError as e:  # a corrupt shard: name it, mark it stale
                 raise self.loader.explain_data_loss(e) from e
             timer.add_wait(time.perf_counter() - t0)
@@ -325,20 +359,28 @@ class Trainer(CheckpointPolicy, Reporting):
                 first = False
                 self._restart_clock_after_first_step()
             profiler.after(step)
-            self._between_steps(step, timer, loss)
+            step = self._between_steps(step, timer, loss)
         profiler.close(step)
         if loss is not None and step % t.log_every:
             self.log_window(timer, float(loss))
+            verdict = self.judge_window(cluster)
+            if verdict is not None:  # the last steps diverged: end on the last good checkpoint
+                self.rollback(verdict, validation=False)
             self.check_finite(window=True)
         self.save()
         return stop["signal"]
 
-    def _between_steps(self, step: int, timer: StepTimer, loss) -> None:
-        """After step ``step``: the log window, then a checkpoint and a validation when due."""
+    def _between_steps(self, step: int, timer: StepTimer, loss) -> int:
+        """After step ``step``: the log window, then a checkpoint and a validation when due,
+        each judged by the divergence guard; returns the step the loop goes on from (earlier
+        after a rollback)."""
         t = self.cfg.train
         if step % t.log_every == 0:
             self.log_window(timer, float(loss))
-            self.check_finite(window=True)  # reads a scalar: the loss's sync
+            verdict = self.judge_window(self.cluster)  # reads scalars: the loss's sync
+            if verdict is not None:
+                return self._roll_back(verdict, False, timer)
+            self.check_finite(window=True)
         ckpt_now = step % t.ckpt_every == 0 and step < t.steps
         val_now = step % t.val_every == 0 and step < t.steps
         if ckpt_now or val_now:
@@ -346,8 +388,21 @@ class Trainer(CheckpointPolicy, Reporting):
             if ckpt_now:  # before validating: a failing validation loses nothing
                 self.save()
             if val_now:
-                self.validate_safely(saved=ckpt_now)
+                res = self.validate_safely(saved=ckpt_now)
+                verdict = self.judge_validation(res, self.cluster)
+                if verdict is not None:
+                    return self._roll_back(verdict, True, timer)
             timer.resume()
+        return step
+
+    def _roll_back(self, verdict: str, validation: bool, timer: StepTimer) -> int:
+        """:meth:`rollback`, then the data iterator of the restored step; returns that step."""
+        timer.close_window()
+        step = self.rollback(verdict, validation)
+        self.iterator = None
+        self.iterator = self.data_iterator()
+        timer.resume()
+        return step
 
     def _should_stop(self, step: int, stop: dict, cluster: bool) -> bool:
         """Whether the loop stops before step ``step + 1``: a stop signal (on any worker) or the

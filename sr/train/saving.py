@@ -12,7 +12,14 @@ import tensorflow as tf
 
 from sr.core.errors import ConfigError
 from sr.train import distribute
-from sr.train.checkpoint import has_averages, make_checkpoint, read_data_state
+from sr.train.checkpoint import (
+    checkpoint_step,
+    has_averages,
+    has_part,
+    make_checkpoint,
+    read_data_state,
+    resume_candidates,
+)
 from sr.train.schedule import lr_at
 from sr.train.step import all_finite
 from sr.train.validation import ValidationError
@@ -43,27 +50,39 @@ class CheckpointPolicy:
     ``checkpoint_dir``, ``chief``, ``ema``, ``skip_nonfinite``)."""
 
     def restore(self) -> int:
-        """Restore the latest checkpoint of ``run_dir`` (for ``resume=``); returns its step.
+        """Restore the newest readable checkpoint of ``run_dir`` (for ``resume=``); returns its
+        step. A checkpoint that cannot be read (truncated, damaged) is skipped with a warning
+        naming its files, for the one before it.
 
         Raises:
-            FileNotFoundError: if the run has no checkpoint.
+            FileNotFoundError: if the run has no checkpoint, or none is readable.
             ConfigError: if ``train.ema`` is set in one of the run and this resume only.
         """
-        path = tf.train.latest_checkpoint(str(self.restore_dir))
-        if path is None:
+        candidates = resume_candidates(self.restore_dir)
+        if not candidates:
             raise FileNotFoundError(
                 f"resume={self.resume_dir}: no checkpoint in {self.restore_dir}; "
                 "pass the output directory of an earlier train.py run"
             )
-        if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
-            saved = "with" if has_averages(path) else "without"
-            raise ConfigError(
-                f"resume={self.resume_dir}: {path} was trained {saved} train.ema and this run "
-                f"has train.ema={self.cfg.train.get('ema')}; resume with the run's own train.ema"
+        for path in candidates:
+            try:
+                self.restore_state(path, elapsed=True)
+                break
+            except ConfigError:
+                raise
+            except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as e:
+                log.warning(
+                    "resume=%s: %s is unreadable (%s: %s); trying the checkpoint before it",
+                    self.resume_dir,
+                    ", ".join(sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))),
+                    type(e).__name__,
+                    str(e).splitlines()[0] if str(e) else "",
+                )
+        else:
+            raise FileNotFoundError(
+                f"resume={self.resume_dir}: none of the checkpoints in {self.restore_dir} is "
+                f"readable ({', '.join(Path(p).name for p in candidates)})"
             )
-        make_checkpoint(self.model, self.optimizer, self.step, elapsed=self.elapsed).restore(
-            path
-        ).expect_partial().assert_existing_objects_matched()
         log.info("resumed from %s at step %d", path, int(self.step.numpy()))
         if self.budget is not None:
             log.info(
@@ -71,11 +90,44 @@ class CheckpointPolicy:
                 float(self.elapsed.numpy()) / 60,
                 self.cfg.train.max_minutes,
             )
-        if not self.chief:  # a worker's data position is in its own data checkpoints
-            mine = self.run_dir / "data" / Path(path).name
-            path = str(mine) if Path(f"{mine}.index").is_file() else None
-        self.restore_stream(path)
-        return int(self.step.numpy())
+        self.restore_stream(self.data_checkpoint(path))
+        step = int(self.step.numpy())
+        self.saved_steps = [checkpoint_step(p) for p in candidates if checkpoint_step(p) <= step]
+        self.guard.accepted_step = self.guard.validated_step = step  # it was judged when saved
+        self.guard.remember(self.guard_state.memory.numpy())
+        self.restore_best_record()
+        return step
+
+    def restore_state(self, path: str, elapsed: bool) -> None:
+        """Restore the weights, the optimizer (its averages too), the step and the guard's state
+        of the checkpoint ``path`` (and the time budget used, with ``elapsed``).
+
+        Raises:
+            ConfigError: if ``train.ema`` is set in one of the run and this resume only.
+            tf.errors.OpError, ValueError: if the checkpoint cannot be read.
+        """
+        if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
+            saved = "with" if has_averages(path) else "without"
+            raise ConfigError(
+                f"resume={self.resume_dir}: {path} was trained {saved} train.ema and this run "
+                f"has train.ema={self.cfg.train.get('ema')}; resume with the run's own train.ema"
+            )
+        guard = self.guard_state if has_part(path, "guard") else None  # older checkpoints: none
+        make_checkpoint(
+            self.model,
+            self.optimizer,
+            self.step,
+            elapsed=self.elapsed if elapsed else None,
+            guard=guard,
+        ).restore(path).expect_partial().assert_existing_objects_matched()
+
+    def data_checkpoint(self, path: str) -> str | None:
+        """Where the data position of the checkpoint ``path`` is: the checkpoint itself on the
+        chief; a worker's own data checkpoint of the same name (None if it has none)."""
+        if self.chief:
+            return path
+        mine = self.run_dir / "data" / Path(path).name
+        return str(mine) if Path(f"{mine}.index").is_file() else None
 
     def restore_stream(self, path: str | None) -> None:
         """Continue the checkpoint's batch stream if this run's data would make the same one:
@@ -193,7 +245,9 @@ class CheckpointPolicy:
         self.check_finite(weights=True)
         if self._clock is not None:
             self.elapsed.assign(self.elapsed_seconds())
+        self.guard_state.memory.assign(self.guard.memory())
         path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+        self.saved_steps.append(int(self.step.numpy()))
         distribute.discard(self.checkpoint_dir)  # a non-chief worker's copy is temporary
         if self.data_manager is not None:
             self.data_manager.save(checkpoint_number=int(self.step.numpy()))

@@ -60,12 +60,35 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"steps": self.steps}
 
 
-def train_schedule(cfg: DictConfig, progress: tf.Variable | None = None):
+@keras.saving.register_keras_serializable(package="sr")
+class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule (or a constant) times ``scale``: a float32 scalar variable, 1 until the
+    divergence guard lowers it (``train.guard_lr_factor`` per rollback, :mod:`sr.train.guard`);
+    checkpointed, so a resumed run keeps the lowered rate. At 1 the values are the wrapped
+    schedule's, bit for bit."""
+
+    def __init__(self, inner, scale: tf.Variable):
+        self.inner, self.scale = inner, scale
+
+    def __call__(self, step):
+        value = self.inner(step) if callable(self.inner) else tf.constant(float(self.inner))
+        return tf.cast(value, tf.float32) * self.scale
+
+    def get_config(self):
+        return {}
+
+
+def train_schedule(
+    cfg: DictConfig, progress: tf.Variable | None = None, scale: tf.Variable | None = None
+):
     """The run's schedule: :func:`make_schedule`, over the time budget (:class:`BudgetSchedule`)
-    when ``progress`` is given (``train.max_minutes`` is set)."""
+    when ``progress`` is given (``train.max_minutes`` is set), times ``scale``
+    (:class:`ScaledSchedule`) when given."""
     schedule = make_schedule(cfg)
     if progress is not None:
         schedule = BudgetSchedule(schedule, cfg.train.steps, progress)
+    if scale is not None:
+        schedule = ScaledSchedule(schedule, scale)
     return schedule
 
 

@@ -1,5 +1,6 @@
-"""The training step: the loss of a batch, its gradients and the optimizer update, run on every
-replica of the ``tf.distribute`` strategy, with the device-side non-finite check."""
+"""The training step: the loss of a batch, its gradients (clipped to ``train.clip_norm``) and the
+optimizer update, run on every replica of the ``tf.distribute`` strategy, with the device-side
+non-finite check and the loss window the divergence guard reads."""
 
 from __future__ import annotations
 
@@ -13,6 +14,51 @@ def all_finite(variables) -> tf.Tensor:
         tf.reduce_all(tf.math.is_finite(v)) for v in variables if tf.as_dtype(v.dtype).is_floating
     ]
     return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
+class LossWindow:
+    """Device-side record of the losses since the host last read it: their sum and count (finite
+    ones) and the largest (inf if one was NaN or inf, unless such steps are skipped). Updated by
+    the step with three scalar ops and no host sync; read (and reset) every ``train.log_every``
+    steps by the divergence guard (:mod:`sr.train.guard`). Create it in the strategy's scope."""
+
+    def __init__(self, count_nonfinite: bool):
+        self.count_nonfinite = count_nonfinite
+        self.total = tf.Variable(0.0, trainable=False, name="window_loss_sum")
+        self.count = tf.Variable(0.0, trainable=False, name="window_loss_count")
+        self.peak = tf.Variable(0.0, trainable=False, name="window_loss_peak")
+
+    def add(self, loss: tf.Tensor) -> None:
+        """Record one step's loss (float32 scalar; inside the step's ``tf.function``)."""
+        finite = tf.math.is_finite(loss)
+        self.total.assign_add(tf.where(finite, loss, 0.0))
+        self.count.assign_add(tf.cast(finite, tf.float32))
+        worst = tf.where(finite, loss, float("inf") if self.count_nonfinite else 0.0)
+        self.peak.assign(tf.maximum(self.peak, worst))
+
+    def read(self) -> tuple[float, int, float]:
+        """``(sum, count, largest)`` of the losses since the last read; resets the record."""
+        values = float(self.total.numpy()), int(self.count.numpy()), float(self.peak.numpy())
+        for v in (self.total, self.count, self.peak):
+            v.assign(0.0)
+        return values
+
+
+def clip_by_global_norm(grads, clip_norm: float, unscale: tf.Tensor):
+    """Scale one replica's gradients so that the global L2 norm of the summed gradient (all
+    variables together, summed over the replicas, divided by ``unscale``: the loss scale under
+    mixed precision, else 1) is at most ``clip_norm`` (Pascanu et al. 2013, "On the difficulty
+    of training recurrent neural networks"; as ``tf.clip_by_global_norm``). Every replica
+    computes the same factor from the all-reduced gradients, so the optimizer's own sum over the
+    replicas is the clipped gradient under every strategy. A non-finite norm gives NaN
+    gradients, which the non-finite check (or the loss scale) then handles."""
+    context = tf.distribute.get_replica_context()
+    total = grads
+    if context is not None and context.num_replicas_in_sync > 1:  # one extra all-reduce
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, list(grads))
+    norm = tf.linalg.global_norm(total) / unscale
+    factor = clip_norm / tf.maximum(norm, clip_norm)
+    return [g * tf.cast(factor, g.dtype) for g in grads]
 
 
 class TrainStep:
@@ -30,6 +76,8 @@ class TrainStep:
             skipped (``skip``).
         skip_nonfinite: ``train.on_nonfinite=skip``.
         xla: ``train.xla``.
+        clip_norm: ``train.clip_norm`` (global norm of the gradient; None: no clipping).
+        window: the :class:`LossWindow` the step records its loss in (None: none).
     """
 
     def __init__(
@@ -42,9 +90,12 @@ class TrainStep:
         counters: tuple[tf.Variable, tf.Variable, tf.Variable],
         skip_nonfinite: bool = False,
         xla: bool = False,
+        clip_norm: float | None = None,
+        window: LossWindow | None = None,
     ):
         self.model, self.optimizer, self.loss, self.strategy = model, optimizer, loss, strategy
         self.global_batch, self.skip_nonfinite = int(global_batch), skip_nonfinite
+        self.clip_norm, self.window = clip_norm, window
         self.step, self.first_bad, self.skipped = counters
         # XLA compiles the replica step (as Keras does), the strategy runs it on every replica;
         # with several replicas only its forward and backward pass: the optimizer's
@@ -75,6 +126,9 @@ class TrainStep:
         """
         variables = self.model.trainable_variables
         loss, grads = self.gradients(lr, hr)
+        if self.clip_norm is not None:
+            unscale = tf.cast(self.optimizer.scale_loss(tf.constant(1.0)), tf.float32)
+            grads = clip_by_global_norm(grads, float(self.clip_norm), unscale)
         if not self.skip_nonfinite:
             self.optimizer.apply(grads, variables)
             return loss, tf.constant(1.0)
@@ -114,6 +168,8 @@ class TrainStep:
         sum_ = tf.distribute.ReduceOp.SUM
         loss = self.strategy.reduce(sum_, losses, axis=None)
         self.step.assign_add(1)
+        if self.window is not None:
+            self.window.add(loss)
         if self.skip_nonfinite:  # the same on every replica: all skip, or none
             ok = self.strategy.experimental_local_results(finite)[0]
             self.skipped.assign_add(tf.cast(ok <= 0, tf.int64))

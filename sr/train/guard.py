@@ -1,0 +1,165 @@
+"""The divergence guard's judgement: is the run diverging? Pure host-side bookkeeping of the loss
+of each log window and of the validation PSNR, with no TensorFlow; the trainer
+(:mod:`sr.train.loop`) acts on a verdict by rolling back (:mod:`sr.train.saving`).
+
+Where the idea comes from: PaLM (Chowdhery et al. 2022, section 5.1) restarted training from a
+checkpoint about 100 steps before a loss spike and skipped the batches around it; OPT (Zhang et
+al. 2022, section 2.5) restarted from an earlier checkpoint with a lower learning rate when the
+loss diverged. Here a spike or a validation collapse restores the last checkpoint known to be
+good (weights, optimizer, EMA, data position), scales the learning rate by ``guard_lr_factor`` and
+goes on; the batch stream is replayed exactly (``data.deterministic`` resume stays exact).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+MIN_WINDOW = 100  # steps: the shortest window whose mean loss is judged
+
+
+class DivergenceError(RuntimeError):
+    """The run diverged once more after ``train.guard_max_rollbacks`` rollbacks (exit code 4).
+
+    Attributes:
+        step: the step at which the last divergence was found.
+        rollbacks: the rollbacks made in this run (over its resumes).
+        best: path prefix of ``checkpoints/best`` (the best validated weights), or None.
+    """
+
+    def __init__(self, message: str, step: int, rollbacks: int, best: str | None):
+        super().__init__(message)
+        self.step, self.rollbacks, self.best = step, rollbacks, best
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """The ``train.guard*`` keys (defaults and ranges: ``sr.config.TrainConfig``)."""
+
+    enabled: bool = True
+    start: int = 1000  # guard_from
+    loss_factor: float = 2.0
+    step_factor: float = 5.0
+    val_drop: float = 3.0  # dB
+    lr_factor: float = 0.5
+    max_rollbacks: int = 3
+
+    @classmethod
+    def from_config(cls, t) -> GuardSettings:
+        """From the ``train`` node of the config."""
+        return cls(
+            enabled=bool(t.guard),
+            start=int(t.guard_from),
+            loss_factor=float(t.guard_loss_factor),
+            step_factor=float(t.guard_step_factor),
+            val_drop=float(t.guard_val_drop),
+            lr_factor=float(t.guard_lr_factor),
+            max_rollbacks=int(t.guard_max_rollbacks),
+        )
+
+
+class DivergenceGuard:
+    """Judges each log window's loss and each validation, and remembers the steps whose
+    checkpoints are known to be good.
+
+    A **loss spike** is a window (the ``train.log_every`` steps since the last timing line, or
+    several, to at least :data:`MIN_WINDOW` steps) whose mean loss exceeds ``loss_factor`` x the
+    lowest window mean so far, or a step whose loss exceeds ``step_factor`` x the mean of the
+    previous accepted window. A
+    **validation collapse** is a validation PSNR (of the trained weights, dB) more than
+    ``val_drop`` dB below the best so far. Neither is judged before step ``start`` (the first
+    steps' loss falls fast and erratically). A non-finite window mean is a spike.
+
+    A checkpoint saved at step ``s`` is *good* once a loss window ending at or after ``s`` was
+    accepted, and, when the run validates, no validation after it has collapsed. The rollback
+    target of a verdict is the newest good checkpoint before the first suspect step: for a
+    spike, the end of the last accepted window; for a collapse, the last accepted validation.
+    """
+
+    def __init__(self, settings: GuardSettings):
+        self.settings = settings
+        self.lowest_mean = math.inf
+        self.last_mean: float | None = None  # the previous accepted window's mean loss
+        self.best_psnr = -math.inf
+        self.accepted_step = 0  # the end of the last accepted loss window
+        self.validated_step = 0  # the last validation that did not collapse
+        self._pool = (0.0, 0, 0.0)  # (sum, count, largest) of the losses not yet judged
+
+    def window(self, step: int, total: float, count: int, peak: float) -> str | None:
+        """Judge the loss of the steps up to ``step`` since the last call: ``total`` (the sum of
+        their ``count`` finite losses) and ``peak`` (the largest). Log windows shorter than
+        :data:`MIN_WINDOW` steps are pooled until they reach it, so that the mean is not one
+        batch's noise; a step spike and a non-finite loss are judged at once.
+
+        Returns:
+            None if accepted (or pooled), else the reason (for the log), e.g. ``"loss spike:
+            the mean loss of the 500 steps to step 4000 is 0.91, above
+            train.guard_loss_factor=2 x the lowest mean 0.018"``.
+        """
+        s = self.settings
+        judged = s.enabled and step >= s.start
+        self._pool = (self._pool[0] + total, self._pool[1] + count, max(self._pool[2], peak))
+        total, count, peak = self._pool
+        mean = total / count if count else math.nan
+        if judged and not (math.isfinite(total) and math.isfinite(peak)):
+            return f"non-finite loss in the steps to step {step}"
+        if judged and self.last_mean is not None and peak > s.step_factor * self.last_mean:
+            return (
+                f"loss spike: a step before step {step} has loss {peak:.4g}, above "
+                f"train.guard_step_factor={s.step_factor:g} x the previous mean {self.last_mean:.4g}"
+            )
+        if count < MIN_WINDOW:
+            return None
+        if judged and mean > s.loss_factor * self.lowest_mean:
+            return (
+                f"loss spike: the mean loss of the {count} steps to step {step} is {mean:.4g}, "
+                f"above train.guard_loss_factor={s.loss_factor:g} x the lowest mean "
+                f"{self.lowest_mean:.4g}"
+            )
+        self._pool = (0.0, 0, 0.0)
+        self.lowest_mean, self.last_mean = min(self.lowest_mean, mean), mean
+        self.accepted_step = step
+        return None
+
+    def validation(self, step: int, psnr: float) -> str | None:
+        """Judge the validation PSNR (dB, trained weights) at ``step``; None if accepted."""
+        s = self.settings
+        judged = s.enabled and step >= s.start
+        if judged and not (psnr >= self.best_psnr - s.val_drop):  # NaN included
+            return (
+                f"validation collapse: PSNR {psnr:.2f} dB at step {step} is more than "
+                f"train.guard_val_drop={s.val_drop:g} dB below the best so far, "
+                f"{self.best_psnr:.2f} dB"
+            )
+        if math.isfinite(psnr):
+            self.best_psnr = max(self.best_psnr, psnr)
+        self.validated_step = step
+        return None
+
+    def memory(self) -> list[float]:
+        """The references a resumed run judges against: ``[lowest window mean, last window mean
+        (NaN: none), best validation PSNR]`` (checkpointed, ``make_guard_state``)."""
+        last = math.nan if self.last_mean is None else self.last_mean
+        return [self.lowest_mean, last, self.best_psnr]
+
+    def remember(self, values) -> None:
+        """Take the references of :meth:`memory` back (after a resume)."""
+        lowest, last, best = (float(v) for v in values)
+        self.lowest_mean, self.best_psnr = lowest, best
+        self.last_mean = None if math.isnan(last) else last
+
+    def target(self, validation: bool, on_disk: list[int]) -> int | None:
+        """The step to roll back to after a verdict: the newest step of ``on_disk`` (the steps
+        whose checkpoints exist) not after the last accepted window (``validation`` false) or
+        the last accepted validation (true); None if there is none."""
+        limit = self.validated_step if validation else self.accepted_step
+        good = [s for s in on_disk if s <= limit]
+        return max(good) if good else None
+
+    def rolled_back(self, step: int) -> None:
+        """After restoring the checkpoint of ``step``: the windows and validations after it are
+        forgotten (their steps will be trained again)."""
+        self._pool = (0.0, 0, 0.0)
+        self.accepted_step = min(self.accepted_step, step)
+        self.validated_step = min(self.validated_step, step)

@@ -1,0 +1,157 @@
+"""What the :class:`sr.train.loop.Trainer` does on the divergence guard's verdicts
+(:mod:`sr.train.guard`): roll back to the last good checkpoint with a lower learning rate, and
+keep ``checkpoints/best`` (the best validated checkpoint) outside the rotation."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import tensorflow as tf
+
+from sr.train import distribute
+from sr.train.checkpoint import BEST_RECORD, best_dir, checkpoint_step, read_best
+from sr.train.guard import DivergenceError
+
+log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
+
+
+class GuardPolicy:
+    """The divergence guard's actions and the best checkpoint; mixed into the Trainer, whose
+    ``__init__`` sets the attributes used here (``cfg``, ``guard``, ``guard_state``,
+    ``window``, ``manager``, ``saved_steps``, ``best_manager``, ``restore_dir``, ``run_dir``,
+    ``chief``, ``writer``, ``first_bad``, ``ema``, ``step``) and whose
+    :class:`sr.train.saving.CheckpointPolicy` gives ``restore_state``, ``data_checkpoint``,
+    ``check_finite`` and ``save``."""
+
+    def judge_window(self, cluster: bool) -> str | None:
+        """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
+        (None: accepted) is the same on every worker (the loss is the global batch's)."""
+        total, count, peak = self.window.read()
+        return self.guard.window(int(self.step.numpy()), total, count, peak)
+
+    def judge_validation(self, res: dict, cluster: bool) -> str | None:
+        """Judge a validation result (its ``psnr``, dB, of the trained weights; only the chief
+        validates, so with several workers the verdict is agreed with a collective); on an
+        accepted one, keep ``checkpoints/best`` if it is the best so far."""
+        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if res else None
+        if cluster:
+            verdict = verdict or ("validation collapse (on the chief)" if self._any_worker(
+                verdict is not None) else None)  # fmt: skip
+        if verdict is None:
+            self.keep_best(res, cluster)
+        return verdict
+
+    def rollback(self, reason: str, validation: bool) -> int:
+        """Restore the last good checkpoint (weights, optimizer and EMA, step, data position),
+        scale the learning rate by ``train.guard_lr_factor``, delete the suspect checkpoints
+        saved after it, log it (console, TensorBoard ``train/rollbacks`` and
+        ``train/lr_scale``); returns the step rolled back to.
+
+        Raises:
+            DivergenceError: after ``train.guard_max_rollbacks`` rollbacks, or with no good
+                checkpoint to go back to; names ``checkpoints/best``.
+        """
+        step, t = int(self.step.numpy()), self.cfg.train
+        done = int(self.guard_state.rollbacks.numpy())
+        kept = sorted(set(self.saved_steps))[-int(t.max_to_keep) :]
+        target = self.guard.target(validation, kept)
+        best = tf.train.latest_checkpoint(str(best_dir(self.restore_dir.parent)))
+        if done >= int(t.guard_max_rollbacks) or target is None:
+            if target is not None and self.chief:  # resume= then starts from the good one
+                self.forget_checkpoints_after(target)
+            why = (
+                f"after {done} rollback(s) (train.guard_max_rollbacks={t.guard_max_rollbacks})"
+                if target is not None
+                else "and no checkpoint known to be good is left to roll back to"
+            )
+            raise DivergenceError(
+                f"the run diverged at step {step} ({reason}) {why}; the best weights are in "
+                f"{best or 'no checkpoints/best (no validation)'}. Start again with a lower "
+                f"train.lr (now {t.lr:g}), train.clip_norm or a longer train.lr_warmup_steps",
+                step,
+                done,
+                best,
+            )
+        path = str(self.restore_dir / f"ckpt-{target}")
+        scale = float(self.guard_state.lr_scale.numpy()) * float(t.guard_lr_factor)
+        self.restore_state(path, elapsed=False)  # the time spent stays spent
+        self.guard_state.lr_scale.assign(scale)
+        self.guard_state.rollbacks.assign(done + 1)
+        self.first_bad.assign(-1)
+        self.window.read()  # forget the diverged steps' losses
+        self.guard.rolled_back(target)
+        self.saved_steps = [s for s in self.saved_steps if s <= target]
+        self.stream_checkpoint = self.data_checkpoint(path)
+        log.warning(
+            "divergence guard: %s. Rollback %d of train.guard_max_rollbacks=%d: restored %s "
+            "(step %d), learning rate x%.3g (train.guard_lr_factor=%g; now x%.3g of the "
+            "schedule); the batches from step %d are replayed",
+            reason, done + 1, t.guard_max_rollbacks, path, target, t.guard_lr_factor,
+            t.guard_lr_factor, scale, target,
+        )  # fmt: skip
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("train/rollbacks", done + 1)
+            tf.summary.scalar("train/lr_scale", scale)
+            tf.summary.text("train/rollback", f"step {step}: {reason}; restored step {target}")
+        if self.chief:
+            self.forget_checkpoints_after(target)
+        return target
+
+    def forget_checkpoints_after(self, target: int) -> None:
+        """Delete the checkpoints of the rotation saved after step ``target`` (the diverging
+        steps') and point the folder's record at ``ckpt-<target>``, so that ``resume=`` and
+        ``--checkpoint last`` take the good one."""
+        state = tf.train.get_checkpoint_state(str(self.restore_dir))
+        paths = list(state.all_model_checkpoint_paths) if state else []
+        keep = [p for p in paths if checkpoint_step(p) <= target]
+        for p in paths:
+            if checkpoint_step(p) > target:
+                for f in Path(p).parent.glob(Path(p).name + ".*"):
+                    f.unlink()
+                log.info("divergence guard: deleted the suspect checkpoint %s", p)
+        tf.compat.v1.train.update_checkpoint_state(
+            str(self.restore_dir), str(self.restore_dir / f"ckpt-{target}"), keep
+        )
+        self.manager = self.new_manager()  # reads the record just written
+
+    def keep_best(self, res: dict, cluster: bool) -> None:
+        """Save ``checkpoints/best`` when this validation's PSNR (of the averaged weights with
+        ``train.ema``, as evaluate.py scores by default) is the best so far, with
+        ``best.json`` beside it; every worker saves (a collective), the chief keeps it."""
+        key = "ema_psnr" if self.ema is not None else "psnr"
+        score = res.get(key, -math.inf) if res else -math.inf
+        better = score > self.best_psnr
+        if cluster:
+            better = self._any_worker(better)
+        if not better:
+            return
+        self.check_finite(weights=True)
+        step = int(self.step.numpy())
+        path = self.best_manager.save(checkpoint_number=step)
+        distribute.discard(self.best_manager.directory)
+        if not self.chief:
+            return
+        self.best_psnr = score
+        record = {
+            "step": step,
+            "psnr": score,
+            "weights": "ema" if key == "ema_psnr" else "live",
+            "live_psnr": res["psnr"],
+            "checkpoint": Path(path).name,
+        }
+        tmp = Path(self.best_manager.directory) / (BEST_RECORD + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(Path(self.best_manager.directory) / BEST_RECORD)  # atomic
+        log.info("best checkpoint so far: %s (PSNR %.2f dB, %s weights)", path, score,
+                 record["weights"])  # fmt: skip
+
+    def restore_best_record(self) -> None:
+        """On a resume: the best PSNR so far (``checkpoints/best/best.json``), so that only a
+        better validation replaces ``checkpoints/best``, and the guard's reference."""
+        record = read_best(self.restore_dir.parent)
+        if record is not None:
+            self.best_psnr = float(record["psnr"])
+            self.guard.best_psnr = float(record.get("live_psnr", record["psnr"]))
