@@ -71,10 +71,10 @@ class DivergenceGuard:
     ``val_drop`` dB below the best so far. Neither is judged before step ``start`` (the first
     steps' loss falls fast and erratically). A non-finite window mean is a spike.
 
-    A checkpoint saved at step ``s`` is *good* once a loss window ending at or after ``s`` was
-    accepted, and, when the run validates, no validation after it has collapsed. The rollback
-    target of a verdict is the newest good checkpoint before the first suspect step: for a
-    spike, the end of the last accepted window; for a collapse, the last accepted validation.
+    The rollback target of a verdict is the newest checkpoint at or before the last step known
+    good: for a step spike or a non-finite loss, the end of the last window that passed; for a
+    spike of a pooled mean, where the pooled steps begin; for a collapse, the last accepted
+    validation (:meth:`target`).
     """
 
     def __init__(self, settings: GuardSettings):
@@ -82,7 +82,9 @@ class DivergenceGuard:
         self.lowest_mean = math.inf
         self.last_mean: float | None = None  # the previous accepted window's mean loss
         self.best_psnr = -math.inf
-        self.accepted_step = 0  # the end of the last accepted loss window
+        self.accepted_step = 0  # the end of the last window that passed the immediate checks
+        self.pool_start = 0  # where the steps pooled for the mean check begin
+        self.limit = 0  # the last step known good when the latest verdict was given
         self.validated_step = 0  # the last validation that did not collapse
         self._pool = (0.0, 0, 0.0)  # (sum, count, largest) of the losses not yet judged
 
@@ -102,6 +104,7 @@ class DivergenceGuard:
         self._pool = (self._pool[0] + total, self._pool[1] + count, max(self._pool[2], peak))
         total, count, peak = self._pool
         mean = total / count if count else math.nan
+        self.limit = self.accepted_step  # for a verdict on the steps since the last window
         if judged and not (math.isfinite(total) and math.isfinite(peak)):
             return f"non-finite loss in the steps to step {step}"
         if judged and self.last_mean is not None and peak > s.step_factor * self.last_mean:
@@ -110,7 +113,9 @@ class DivergenceGuard:
                 f"train.guard_step_factor={s.step_factor:g} x the previous mean {self.last_mean:.4g}"
             )
         if count < MIN_WINDOW:
+            self.accepted_step = step
             return None
+        self.limit = self.pool_start  # for a verdict on the pool's mean
         if judged and mean > s.loss_factor * self.lowest_mean:
             return (
                 f"loss spike: the mean loss of the {count} steps to step {step} is {mean:.4g}, "
@@ -119,13 +124,14 @@ class DivergenceGuard:
             )
         self._pool = (0.0, 0, 0.0)
         self.lowest_mean, self.last_mean = min(self.lowest_mean, mean), mean
-        self.accepted_step = step
+        self.accepted_step = self.pool_start = step
         return None
 
     def validation(self, step: int, psnr: float) -> str | None:
         """Judge the validation PSNR (dB, trained weights) at ``step``; None if accepted."""
         s = self.settings
         judged = s.enabled and step >= s.start
+        self.limit = self.validated_step
         if judged and not (psnr >= self.best_psnr - s.val_drop):  # NaN included
             return (
                 f"validation collapse: PSNR {psnr:.2f} dB at step {step} is more than "
@@ -149,12 +155,13 @@ class DivergenceGuard:
         self.lowest_mean, self.best_psnr = lowest, best
         self.last_mean = None if math.isnan(last) else last
 
-    def target(self, validation: bool, on_disk: list[int]) -> int | None:
+    def target(self, on_disk: list[int]) -> int | None:
         """The step to roll back to after a verdict: the newest step of ``on_disk`` (the steps
-        whose checkpoints exist) not after the last accepted window (``validation`` false) or
-        the last accepted validation (true); None if there is none."""
-        limit = self.validated_step if validation else self.accepted_step
-        good = [s for s in on_disk if s <= limit]
+        whose checkpoints exist) not after the last step known good when the verdict was given
+        (the end of the last accepted window for a step spike; the start of the pooled steps
+        for a spike of their mean; the last accepted validation for a collapse); None if there
+        is none."""
+        good = [s for s in on_disk if s <= self.limit]
         return max(good) if good else None
 
     def rolled_back(self, step: int) -> None:
@@ -162,4 +169,5 @@ class DivergenceGuard:
         forgotten (their steps will be trained again)."""
         self._pool = (0.0, 0, 0.0)
         self.accepted_step = min(self.accepted_step, step)
+        self.pool_start = min(self.pool_start, step)
         self.validated_step = min(self.validated_step, step)

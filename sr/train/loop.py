@@ -218,7 +218,9 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             )
         )
         self.checkpoint_dir = distribute.checkpoint_dir(self.run_dir)
-        self.manager = self.new_manager()
+        self.manager = make_manager(
+            self.checkpoint, self.run_dir, keep, directory=self.checkpoint_dir
+        )
         # checkpoints/best: one checkpoint, outside the rotation (sr.train.rollback)
         self.best_manager = tf.train.CheckpointManager(
             self.checkpoint, str(self.checkpoint_dir / BEST_DIR), max_to_keep=1
@@ -226,11 +228,6 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         # what resume= reads: the chief's checkpoints (a worker's own are temporary)
         self.resume_dir = distribute.chief_run_dir(self.run_dir)  # what resume= names
         self.restore_dir = self.resume_dir / "checkpoints"
-
-    def new_manager(self) -> tf.train.CheckpointManager:
-        """The rotation of ``train.max_to_keep`` checkpoints in :attr:`checkpoint_dir`."""
-        keep = self.cfg.train.max_to_keep
-        return make_manager(self.checkpoint, self.run_dir, keep, directory=self.checkpoint_dir)
 
     def next_batch(self, iterator):
         """The next step's batch: ``(lr, hr)`` with one replica's share, or, with several
@@ -325,8 +322,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         res = {} if interrupted is not None else self.validate_safely(saved=True)
         verdict = self.judge_validation(res, self.cluster) if res else None
         if verdict is not None:  # the last steps collapsed: end on the last good checkpoint
-            self.rollback(verdict, validation=True)
-            self.save()
+            self.rollback(verdict)
             res = self.validate_safely(saved=True)
         return self.finish(timer, res, interrupted)
 
@@ -365,7 +361,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             self.log_window(timer, float(loss))
             verdict = self.judge_window(cluster)
             if verdict is not None:  # the last steps diverged: end on the last good checkpoint
-                self.rollback(verdict, validation=False)
+                self.rollback(verdict)
+                return stop["signal"]
             self.check_finite(window=True)
         self.save()
         return stop["signal"]
@@ -379,7 +376,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             self.log_window(timer, float(loss))
             verdict = self.judge_window(self.cluster)  # reads scalars: the loss's sync
             if verdict is not None:
-                return self._roll_back(verdict, False, timer)
+                return self._roll_back(verdict, timer)
             self.check_finite(window=True)
         ckpt_now = step % t.ckpt_every == 0 and step < t.steps
         val_now = step % t.val_every == 0 and step < t.steps
@@ -391,16 +388,14 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 res = self.validate_safely(saved=ckpt_now)
                 verdict = self.judge_validation(res, self.cluster)
                 if verdict is not None:
-                    return self._roll_back(verdict, True, timer)
+                    return self._roll_back(verdict, timer)
             timer.resume()
         return step
 
-    def _roll_back(self, verdict: str, validation: bool, timer: StepTimer) -> int:
-        """:meth:`rollback`, then the data iterator of the restored step; returns that step."""
+    def _roll_back(self, verdict: str, timer: StepTimer) -> int:
+        """:meth:`rollback` outside the timed steps; returns the step restored."""
         timer.close_window()
-        step = self.rollback(verdict, validation)
-        self.iterator = None
-        self.iterator = self.data_iterator()
+        step = self.rollback(verdict)
         timer.resume()
         return step
 

@@ -55,7 +55,11 @@ class Reporting:
     def finish(self, timer: StepTimer, res: dict, interrupted) -> dict:
         """The result of :meth:`fit` (see there), logged and recorded in HParams."""
         summary = timer.summary()
-        final = {"step": int(self.step.numpy()), "interrupted": interrupted}
+        final = {
+            "step": int(self.step.numpy()),
+            "interrupted": interrupted,
+            "rollbacks": int(self.guard_state.rollbacks.numpy()),
+        }
         if self.budget is not None:
             final["budget_minutes_used"] = self.elapsed_seconds() / 60
             log.info(
@@ -138,6 +142,10 @@ class Reporting:
             "optimizer": self.optimizer_choice.name,
             "optimizer_config": self.optimizer_choice.describe(),
             "ema": float(c.train.get("ema") or 0.0),
+            "clip_norm": float(c.train.clip_norm or 0.0),  # 0: no clipping
+            "guard": bool(c.train.guard),
+            "rollbacks": int(self.guard_state.rollbacks.numpy()),
+            "lr_scale": float(self.guard_state.lr_scale.numpy()),  # after the rollbacks
         }
 
     def write_hparams(self, final: dict) -> None:

@@ -22,9 +22,9 @@ class GuardPolicy:
     """The divergence guard's actions and the best checkpoint; mixed into the Trainer, whose
     ``__init__`` sets the attributes used here (``cfg``, ``guard``, ``guard_state``,
     ``window``, ``manager``, ``saved_steps``, ``best_manager``, ``restore_dir``, ``run_dir``,
-    ``chief``, ``writer``, ``first_bad``, ``ema``, ``step``) and whose
+    ``chief``, ``writer``, ``first_bad``, ``ema``, ``step``, ``resume_dir``) and whose
     :class:`sr.train.saving.CheckpointPolicy` gives ``restore_state``, ``data_checkpoint``,
-    ``check_finite`` and ``save``."""
+    ``check_finite`` and ``save``, and ``data_iterator``."""
 
     def judge_window(self, cluster: bool) -> str | None:
         """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
@@ -44,26 +44,29 @@ class GuardPolicy:
             self.keep_best(res, cluster)
         return verdict
 
-    def rollback(self, reason: str, validation: bool) -> int:
+    def rollback(self, reason: str) -> int:
         """Restore the last good checkpoint (weights, optimizer and EMA, step, data position),
         scale the learning rate by ``train.guard_lr_factor``, delete the suspect checkpoints
-        saved after it, log it (console, TensorBoard ``train/rollbacks`` and
-        ``train/lr_scale``); returns the step rolled back to.
+        saved after it and save the restored state as the newest checkpoint (with the guard's
+        new state, so that a resume keeps the lowered rate); log it (console, TensorBoard
+        ``train/rollbacks`` and ``train/lr_scale``). Returns the step rolled back to.
 
         Raises:
-            DivergenceError: after ``train.guard_max_rollbacks`` rollbacks, or with no good
-                checkpoint to go back to; names ``checkpoints/best``.
+            DivergenceError: after ``train.guard_max_rollbacks`` rollbacks (the last good
+                checkpoint is restored and saved as the newest first, its rate unchanged), or
+                with no good checkpoint to go back to; names ``checkpoints/best``.
         """
         step, t = int(self.step.numpy()), self.cfg.train
         done = int(self.guard_state.rollbacks.numpy())
-        kept = sorted(set(self.saved_steps))[-int(t.max_to_keep) :]
-        target = self.guard.target(validation, kept)
-        best = tf.train.latest_checkpoint(str(best_dir(self.restore_dir.parent)))
-        if done >= int(t.guard_max_rollbacks) or target is None:
-            if target is not None and self.chief:  # resume= then starts from the good one
-                self.forget_checkpoints_after(target)
+        target = self.guard.target(sorted(set(self.saved_steps))[-int(t.max_to_keep) :])
+        give_up = done >= int(t.guard_max_rollbacks) or target is None
+        if target is not None:
+            self.restore_good(target, scale=1.0 if give_up else float(t.guard_lr_factor))
+        if give_up:
+            best = tf.train.latest_checkpoint(str(best_dir(self.resume_dir)))
             why = (
-                f"after {done} rollback(s) (train.guard_max_rollbacks={t.guard_max_rollbacks})"
+                f"after {done} rollback(s) (train.guard_max_rollbacks={t.guard_max_rollbacks}); "
+                f"the newest checkpoint is again the good one of step {target}"
                 if target is not None
                 else "and no checkpoint known to be good is left to roll back to"
             )
@@ -75,47 +78,50 @@ class GuardPolicy:
                 done,
                 best,
             )
-        path = str(self.restore_dir / f"ckpt-{target}")
-        scale = float(self.guard_state.lr_scale.numpy()) * float(t.guard_lr_factor)
-        self.restore_state(path, elapsed=False)  # the time spent stays spent
-        self.guard_state.lr_scale.assign(scale)
-        self.guard_state.rollbacks.assign(done + 1)
-        self.first_bad.assign(-1)
-        self.window.read()  # forget the diverged steps' losses
-        self.guard.rolled_back(target)
-        self.saved_steps = [s for s in self.saved_steps if s <= target]
-        self.stream_checkpoint = self.data_checkpoint(path)
+        scale = float(self.guard_state.lr_scale.numpy())
         log.warning(
-            "divergence guard: %s. Rollback %d of train.guard_max_rollbacks=%d: restored %s "
-            "(step %d), learning rate x%.3g (train.guard_lr_factor=%g; now x%.3g of the "
+            "divergence guard: %s. Rollback %d of train.guard_max_rollbacks=%d: restored "
+            "ckpt-%d (step %d), learning rate x%g (train.guard_lr_factor; now x%.3g of the "
             "schedule); the batches from step %d are replayed",
-            reason, done + 1, t.guard_max_rollbacks, path, target, t.guard_lr_factor,
-            t.guard_lr_factor, scale, target,
+            reason, done + 1, t.guard_max_rollbacks, target, target, t.guard_lr_factor, scale,
+            target,
         )  # fmt: skip
         with self.writer.as_default(step=step):
             tf.summary.scalar("train/rollbacks", done + 1)
             tf.summary.scalar("train/lr_scale", scale)
             tf.summary.text("train/rollback", f"step {step}: {reason}; restored step {target}")
-        if self.chief:
-            self.forget_checkpoints_after(target)
         return target
 
-    def forget_checkpoints_after(self, target: int) -> None:
-        """Delete the checkpoints of the rotation saved after step ``target`` (the diverging
-        steps') and point the folder's record at ``ckpt-<target>``, so that ``resume=`` and
-        ``--checkpoint last`` take the good one."""
-        state = tf.train.get_checkpoint_state(str(self.restore_dir))
-        paths = list(state.all_model_checkpoint_paths) if state else []
-        keep = [p for p in paths if checkpoint_step(p) <= target]
-        for p in paths:
-            if checkpoint_step(p) > target:
-                for f in Path(p).parent.glob(Path(p).name + ".*"):
+    def restore_good(self, target: int, scale: float) -> None:
+        """Restore ``ckpt-<target>`` of the rotation and its data position, multiply the
+        learning-rate factor by ``scale`` (counting a rollback when below 1), delete the
+        checkpoints saved after it and save the restored state as the newest."""
+        path = str(self.restore_dir / f"ckpt-{target}")
+        self.restore_state(path, elapsed=False)  # the time spent stays spent
+        if scale < 1:
+            self.guard_state.lr_scale.assign(float(self.guard_state.lr_scale.numpy()) * scale)
+            self.guard_state.rollbacks.assign_add(1)
+        self.first_bad.assign(-1)
+        self.window.read()  # forget the diverged steps' losses
+        self.guard.rolled_back(target)
+        self.saved_steps = [s for s in self.saved_steps if s <= target]
+        self.stream_checkpoint = self.data_checkpoint(path)
+        self.iterator = None
+        self.iterator = self.data_iterator()  # at the restored step, from its data position
+        if self.chief:
+            self.delete_checkpoints_after(target)
+        self.save()
+
+    def delete_checkpoints_after(self, target: int) -> None:
+        """Delete the files of the rotation's checkpoints saved after step ``target`` (the
+        diverging steps'); the save that follows makes ``ckpt-<target>`` the newest, which
+        ``resume=`` and ``--checkpoint last`` then take."""
+        for index in self.restore_dir.glob("ckpt-*.index"):
+            prefix = index.with_suffix("")
+            if checkpoint_step(str(prefix)) > target:
+                for f in self.restore_dir.glob(prefix.name + ".*"):
                     f.unlink()
-                log.info("divergence guard: deleted the suspect checkpoint %s", p)
-        tf.compat.v1.train.update_checkpoint_state(
-            str(self.restore_dir), str(self.restore_dir / f"ckpt-{target}"), keep
-        )
-        self.manager = self.new_manager()  # reads the record just written
+                log.info("divergence guard: deleted the suspect checkpoint %s", prefix)
 
     def keep_best(self, res: dict, cluster: bool) -> None:
         """Save ``checkpoints/best`` when this validation's PSNR (of the averaged weights with

@@ -1,0 +1,305 @@
+"""The divergence guard: its judgement (loss spikes, validation collapse, the rollback target), the
+trainer's rollback (the state of the good checkpoint, the replayed batches, an exact resume after
+it), ``checkpoints/best`` and ``train.clip_norm``."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from omegaconf import OmegaConf
+
+from sr.config import ConfigError, validate_train
+from sr.train.checkpoint import load_model_from_run, read_best
+from sr.train.guard import MIN_WINDOW, DivergenceGuard, GuardSettings
+from sr.train.schedule import ScaledSchedule, make_schedule
+from sr.train.step import clip_by_global_norm
+from tests.conftest import ROOT
+from tests.test_faults import assert_all_finite, checkpoint_steps
+from tests.test_resume import assert_same_state
+
+
+def guard(**kw) -> DivergenceGuard:
+    return DivergenceGuard(GuardSettings(start=0, **kw))
+
+
+# ------------------------------------------------------------------------------------------------
+# Judgement
+# ------------------------------------------------------------------------------------------------
+def test_a_window_mean_above_the_factor_times_the_lowest_is_a_spike():
+    g = guard(loss_factor=2.0, step_factor=1e9)
+    assert g.window(500, 0.03 * 500, 500, 0.05) is None  # first: the reference
+    assert g.window(1000, 0.02 * 500, 500, 0.04) is None
+    assert g.window(1500, 0.039 * 500, 500, 0.05) is None  # 1.95 x the lowest
+    verdict = g.window(2000, 0.041 * 500, 500, 0.05)
+    assert "loss spike" in verdict and "guard_loss_factor=2" in verdict and "0.02" in verdict
+    assert g.accepted_step == 1500 and g.target([1000, 1500]) == 1500
+
+
+def test_one_step_above_the_factor_times_the_previous_mean_is_a_spike():
+    g = guard(loss_factor=1e9, step_factor=5.0)
+    assert g.window(500, 0.02 * 500, 500, 0.09) is None  # no previous window yet
+    assert g.window(1000, 0.02 * 500, 500, 0.099) is None  # 4.95 x
+    assert "guard_step_factor=5" in g.window(1100, 0.02 * 100, 100, 0.101)
+
+
+def test_short_windows_are_pooled_before_their_mean_is_judged():
+    g = guard(loss_factor=2.0, step_factor=1e9)
+    assert g.window(100, 0.02 * 100, 100, 0.03) is None
+    # ten-step windows with a mean of 10x: pooled until MIN_WINDOW steps, then a spike
+    verdicts = [g.window(100 + 10 * k, 0.2 * 10, 10, 0.3) for k in range(1, MIN_WINDOW // 10 + 1)]
+    assert verdicts[:-1] == [None] * (len(verdicts) - 1) and "loss spike" in verdicts[-1]
+    assert g.target([100, 150]) == 100  # the pooled steps are suspect
+
+
+def test_a_non_finite_loss_is_a_spike_and_nothing_is_judged_before_guard_from():
+    g = guard()
+    assert "non-finite" in g.window(10, 1.0, 9, math.inf)
+    early = DivergenceGuard(GuardSettings(start=1000))
+    assert early.window(500, 0.02 * 500, 500, 0.03) is None
+    assert early.window(900, 100.0 * 400, 400, math.inf) is None  # before guard_from
+    assert early.validation(900, 5.0) is None
+
+
+def test_a_validation_more_than_val_drop_below_the_best_is_a_collapse():
+    g = guard(val_drop=3.0)
+    assert g.validation(1000, 28.0) is None and g.validation(2000, 30.2) is None
+    assert g.validation(3000, 27.3) is None  # 2.9 dB below
+    verdict = g.validation(4000, 4.86)
+    assert "validation collapse" in verdict and "30.20" in verdict
+    assert g.validation(5000, float("nan")) is not None
+    assert g.validated_step == 3000
+
+
+def test_the_target_is_the_newest_checkpoint_before_the_first_suspect_step():
+    g = guard(val_drop=3.0)
+    for step in (500, 1000, 1500, 2000):
+        g.window(step, 0.02 * 500, 500, 0.03)
+    assert g.window(2500, 0.02 * 500, 500, 1.0) is not None  # a step spike after 2000
+    assert g.target([1000, 1500, 2000]) == 2000
+    g.validation(1000, 30.0)
+    assert g.validation(2000, 20.0) is not None  # a collapse: back to the last good validation
+    assert g.target([1000, 1500, 2000]) == 1000
+    assert g.target([1500, 2000]) is None  # rotated away
+    g.rolled_back(1000)
+    assert g.accepted_step == 1000
+    # a spike of a pooled mean: back to where the pooled steps begin
+    p = guard(loss_factor=2.0, step_factor=1e9)
+    assert p.window(100, 0.02 * 100, 100, 0.03) is None
+    assert p.window(150, 0.02 * 50, 50, 0.03) is None  # pooled, passed the immediate checks
+    assert p.window(200, 0.2 * 50, 50, 0.3) is not None
+    assert p.target([100, 150]) == 100
+
+
+def test_the_guard_memory_survives_a_round_trip():
+    g = guard()
+    g.window(500, 0.02 * 500, 500, 0.03)
+    g.validation(500, 29.5)
+    h = guard()
+    h.remember(np.asarray(g.memory(), np.float64))
+    assert h.memory() == g.memory() and h.last_mean == 0.02
+    fresh = guard()
+    fresh.remember(guard().memory())
+    assert fresh.last_mean is None and fresh.lowest_mean == math.inf
+
+
+@pytest.mark.parametrize(
+    "key, value, names",
+    [
+        ("clip_norm", 0.0, "train.clip_norm must be a number > 0"),
+        ("clip_norm", -1.0, "train.clip_norm must be a number > 0"),
+        ("guard_lr_factor", 1.0, "train.guard_lr_factor must be a number in (0, 1)"),
+        ("guard_loss_factor", 1.0, "train.guard_loss_factor must be a number > 1"),
+        ("guard_val_drop", 0.0, "train.guard_val_drop must be a number > 0"),
+        ("guard_max_rollbacks", -1, "train.guard_max_rollbacks must be an integer >= 0"),
+    ],
+)
+def test_bad_clip_and_guard_values_are_refused_naming_the_key(compose, key, value, names):
+    with pytest.raises(ConfigError, match=names.replace("(", r"\(").replace(")", r"\)")):
+        validate_train(compose(f"train.{key}={value}"))
+    validate_train(compose("train.clip_norm=0.5"))  # and a good one passes
+
+
+# ------------------------------------------------------------------------------------------------
+# Clipping and the learning-rate factor
+# ------------------------------------------------------------------------------------------------
+def test_clipping_matches_tf_clip_by_global_norm_and_leaves_small_gradients_alone():
+    rng = np.random.default_rng(0)
+    grads = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in [(3, 3), (5,), (2, 4)]]
+    norm = float(tf.linalg.global_norm(grads))
+    clipped = clip_by_global_norm(grads, norm / 4, tf.constant(1.0))
+    want, _ = tf.clip_by_global_norm(grads, norm / 4)
+    for a, b in zip(clipped, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    assert float(tf.linalg.global_norm(clipped)) == pytest.approx(norm / 4, rel=1e-5)
+    same = clip_by_global_norm(grads, norm * 2, tf.constant(1.0))
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(same, grads))
+    # under loss scaling the norm is the unscaled gradient's: x1024 gradients, same factor
+    scaled = clip_by_global_norm([g * 1024 for g in grads], norm / 4, tf.constant(1024.0))
+    for a, b in zip(scaled, want):
+        np.testing.assert_allclose(a.numpy() / 1024, b.numpy(), rtol=1e-6)
+
+
+TWO_REPLICAS = """
+import numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from sr.train.step import clip_by_global_norm
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+whole = [tf.constant([3.0, 4.0]), tf.constant([12.0])]  # norm 13
+halves = strategy.experimental_distribute_values_from_function(
+    lambda ctx: [g * (0.25 if ctx.replica_id_in_sync_group == 0 else 0.75) for g in whole]
+)
+out = strategy.run(lambda g: clip_by_global_norm(g, 6.5, tf.constant(1.0)), args=(halves,))
+print([strategy.reduce("SUM", o, axis=None).numpy().tolist() for o in out])
+"""
+
+
+@pytest.mark.slow
+def test_clipping_under_two_replicas_clips_the_summed_gradient():
+    """Two replicas each holding a share of a gradient of norm 13, clipped to 6.5: the factor
+    is the summed gradient's (0.5), so the optimizer's sum of the clipped shares is the clipped
+    whole, as on one replica (clipping each share by its own norm would give another sum)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", TWO_REPLICAS], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summed = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(summed[0], [1.5, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(summed[1], [6.0], rtol=1e-6)
+
+
+def test_the_rollback_factor_scales_the_schedule_and_is_exact_at_one(compose):
+    cfg = compose("train.lr=2e-3", "train.lr_warmup_steps=10", "train.steps=100")
+    inner, scale = make_schedule(cfg), tf.Variable(1.0)
+    scaled = ScaledSchedule(inner, scale)
+    for step in (0, 5, 10, 57, 100):
+        assert float(scaled(step)) == float(inner(step))
+    scale.assign(0.25)
+    assert float(scaled(57)) == pytest.approx(float(inner(57)) * 0.25, rel=1e-7)
+
+
+# ------------------------------------------------------------------------------------------------
+# The trainer's rollback, in process
+# ------------------------------------------------------------------------------------------------
+def base(folders, tmp_path) -> list[str]:
+    return [
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data=tfrecord",
+        f"data.data_root={tmp_path / 'root'}",
+        "data.num_shards=2",
+        "data.batch_size=4",
+        "data.deterministic=true",
+        "train.lr_schedule=step",
+        "train.log_every=2",
+        "train.ckpt_every=4",
+        "train.max_to_keep=5",
+        "model.features=[16,8]",
+    ]
+
+
+def logged_losses(run_dir) -> list[tuple[int, float]]:
+    """``train/loss`` of the run's TensorBoard events, ``(step, value)`` in the order written."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    events = sorted(acc.Tensors("train/loss"), key=lambda e: e.wall_time)
+    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events]
+
+
+def force_a_spike_at(monkeypatch, step: int) -> None:
+    """The guard finds a spike in the window ending at ``step``, once."""
+    judge, fired = DivergenceGuard.window, []
+
+    def window(self, at, total, count, peak):
+        verdict = judge(self, at, total, count, peak)
+        if at == step and not fired:
+            fired.append(at)
+            return f"test spike at step {at}"
+        return verdict
+
+    monkeypatch.setattr(DivergenceGuard, "window", window)
+
+
+@pytest.mark.slow
+def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exactly(
+    folders, tmp_path, compose, monkeypatch, caplog
+):
+    """A spike found at step 10 rolls back to ckpt-8, halves the learning rate and replays the
+    batches from step 9: the loss of step 9 (before any update at the new rate) is the one
+    logged the first time; a run stopped after the rollback and resumed ends bit-identical to
+    the uninterrupted one, with the same losses."""
+    from sr.train.app import run
+
+    force_a_spike_at(monkeypatch, 10)
+    common = [*base(folders, tmp_path), "train.guard_lr_factor=0.5"]
+    final = run(compose(*common, "train.steps=16"), tmp_path / "one")
+    assert final["rollbacks"] == 1
+    assert "test spike at step 10. Rollback 1 of train.guard_max_rollbacks=3" in caplog.text
+    assert "restored ckpt-8 (step 8), learning rate x0.5" in caplog.text
+    reader = tf.train.load_checkpoint(str(tmp_path / "one" / "checkpoints" / "ckpt-16"))
+    assert reader.get_tensor("guard/lr_scale/.ATTRIBUTES/VARIABLE_VALUE") == 0.5
+    assert reader.get_tensor("guard/rollbacks/.ATTRIBUTES/VARIABLE_VALUE") == 1
+    assert checkpoint_steps(tmp_path / "one") == [4, 8, 12, 16]
+
+    monkeypatch.undo()
+    force_a_spike_at(monkeypatch, 10)
+    run(compose(*common, "train.steps=12"), tmp_path / "two")  # rolls back, stops at 12
+    monkeypatch.undo()  # the resumed run finds no spike of its own
+    run(compose(*common, "train.steps=16", f"resume={tmp_path / 'two'}"), tmp_path / "two")
+    assert_same_state(tmp_path / "one", tmp_path / "two")
+    one, two = logged_losses(tmp_path / "one"), logged_losses(tmp_path / "two")
+    assert [s for s, _ in one] == [2, 4, 6, 8, 10, 10, 12, 14, 16]  # 10 again after the rollback
+    assert one[4][1] != one[5][1]  # step 10 at half the rate
+    assert dict(one) == dict(two)  # the latest value per step (two: 12 logged before and after)
+
+
+@pytest.mark.slow
+def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(folders, tmp_path, compose):
+    """A good start, then ``resume=`` with ``train.lr=0.5``: the guard rolls back (logged), gives
+    up after ``train.guard_max_rollbacks`` with exit code 4 naming checkpoints/best, which is
+    unchanged and loadable; every checkpoint left is finite and the suspect ones are gone."""
+    from sr.train.app import run
+
+    run_dir = tmp_path / "run"
+    good = [
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "data=generator",
+        "data.batch_size=4",
+        "model=edsr_lite",
+        "train.log_every=5",
+        "train.val_every=10",
+        "train.ckpt_every=10",
+        "train.guard_from=0",
+    ]
+    cfg = compose(*good, "train.steps=20")
+    run(cfg, run_dir)
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as train.py writes it
+    best = read_best(run_dir)
+    assert best is not None and best["step"] in (10, 20)
+    before = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
+    cmd = [
+        sys.executable, str(ROOT / "train.py"), *good, "train.steps=60", "train.lr=0.5",
+        "train.lr_schedule=constant", "train.guard_max_rollbacks=1", f"resume={run_dir}",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 4, log[-3000:]
+    assert "Rollback 1 of train.guard_max_rollbacks=1" in log
+    assert "the run diverged at step" in log and "checkpoints/best" in log
+    after = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
+    assert after == before
+    model, _, step = load_model_from_run(run_dir)  # the default: best
+    assert step == best["step"] and model.sr_checkpoint.startswith("best")
+    assert max(checkpoint_steps(run_dir)) == 20  # the diverged checkpoints were deleted
+    assert_all_finite(cfg, run_dir)
+    assert json.loads((run_dir / "checkpoints" / "best" / "best.json").read_text()) == best
