@@ -1,7 +1,7 @@
 """Evaluate a trained run, or the bicubic baseline, with the SR literature's protocol.
 
-    python scripts/evaluate.py <run dir> <folder> [<folder> ...] [--checkpoint ckpt-N] [--out DIR]
-        [--sequences] [--weights auto|ema|live]
+    python scripts/evaluate.py <run dir> <folder> [<folder> ...] [--checkpoint best|last|ckpt-N]
+        [--out DIR] [--sequences] [--weights auto|ema|live]
     python scripts/evaluate.py bicubic <folder> [<folder> ...] --scale 4 [--out DIR] [--sequences]
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
@@ -11,6 +11,13 @@ run's directory (or ``--out``; for bicubic by default ``outputs/bicubic_x<s>``),
 scalars ``eval/<folder>/<metric>`` at the checkpoint's step into ``<run>/tb`` (``<out>/tb`` for
 bicubic), and prints a markdown table (a model row and a bicubic row per folder). The schemas are
 documented in ``sr/results.py``, which does the work.
+
+Checkpoint. ``--checkpoint best`` (the default where the run has ``checkpoints/best``: the best
+validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=`` continues) or
+``ckpt-N`` (``sr.train.checkpoint.find_checkpoint``). The output names the one scored: a line
+above the table, ``"checkpoint_label"`` in every folder of ``results.json`` (``"checkpoint"``
+stays its path) and a last ``checkpoint`` column in ``results.csv``: ``best (ckpt-4000)``, ``last
+(ckpt-8000)`` or ``ckpt-6000`` (empty for bicubic).
 
 Weights. A run trained with ``train.ema`` has averaged weights beside the trained ones in every
 checkpoint; ``--weights auto`` (default) scores the averaged ones (method ``<model>+ema``),
@@ -53,6 +60,11 @@ from sr.train.checkpoint import (  # noqa: E402
     model_label,
 )
 
+CHECKPOINT_HELP = (
+    "best (default where the run has one: the best validation PSNR), last (the newest "
+    "checkpoint, where resume= continues), or ckpt-N"
+)
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -61,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME), or 'bicubic'")
     parser.add_argument("folders", nargs="+", help="folders of HR images (PNG/JPEG)")
-    parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    parser.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     parser.add_argument("--scale", type=int, help="scale for bicubic (a run uses its own)")
     add_weights_argument(parser)  # averaged weights are labelled <model>+ema
     parser.add_argument(
@@ -88,6 +100,7 @@ def main(argv=None) -> int:
             if not args.scale:
                 raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
             model, scale, step, checkpoint, label = None, args.scale, 0, None, BICUBIC
+            chosen = None
             window = (1, 1, 0) if args.sequences else None
             out = Path(args.out or f"outputs/bicubic_x{scale}")
             tb_dir = out / "tb"
@@ -95,7 +108,7 @@ def main(argv=None) -> int:
             run = Path(args.run)
             model, cfg, step = load_model_from_run(run, args.checkpoint, args.weights)
             checkpoint = find_checkpoint(run, args.checkpoint)
-            scale, label = int(cfg.data.scale), model_label(model)
+            scale, label, chosen = int(cfg.data.scale), model_label(model), model.sr_checkpoint
             if args.scale and args.scale != scale:
                 raise ValueError(
                     f"run {run} was trained at x{scale}; --scale {args.scale} applies to bicubic "
@@ -116,8 +129,12 @@ def main(argv=None) -> int:
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2
+    for entry in results.values():
+        entry["checkpoint_label"] = chosen
     json_path, csv_path = write_results(results, out)
     write_tensorboard(results, tb_dir, step)
+    if chosen is not None:
+        print(f"{label} of {args.run}: checkpoint {chosen}, step {step}")
     print(f"x{scale}, Y channel (BT.601), {scale}-pixel border crop")
     if window is not None:
         frames, stride, target = window

@@ -1,6 +1,6 @@
 """Export a trained run as a TensorFlow SavedModel for serving.
 
-    python scripts/export.py <run dir> <output folder> [--checkpoint ckpt-N]
+    python scripts/export.py <run dir> <output folder> [--checkpoint best|last|ckpt-N]
         [--weights auto|ema|live]
 
 The SavedModel's ``serving_default`` signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3)
@@ -9,7 +9,10 @@ model, Cb and Cr by the project's bicubic, back to RGB, rounded. It is the graph
 ``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
 The weights are the run's averaged ones when it was trained with ``train.ema`` (``--weights live``
 for the trained ones); ``weights.txt`` in the folder says which (``<model>+ema`` for averaged),
-from which step and run.
+from which step, run and checkpoint: ``espcn_x4+ema step 4000 of <run>, checkpoint best
+(ckpt-4000)``. ``--checkpoint`` is ``best`` (the default where the run has ``checkpoints/best``:
+the best validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=``
+continues) or ``ckpt-N``.
 
 A multi-frame run (``data=sequence`` with ``data.frames`` > 1) is refused: its model reads a
 window of k frames of a sequence, which this one-image signature cannot give; upscale sequences
@@ -52,7 +55,8 @@ def export(
     Args:
         run_dir: run directory of ``train.py``.
         out_dir: SavedModel folder to write (must not exist, or be empty).
-        checkpoint: ``ckpt-N``; None for the latest.
+        checkpoint: ``best``, ``last`` or ``ckpt-N``; None: ``best`` where the run has one,
+            else ``last`` (``sr.train.checkpoint.find_checkpoint``).
         weights: ``auto``, ``ema`` or ``live`` (``sr.train.checkpoint.load_model_from_run``):
             by default the averaged weights of a run trained with ``train.ema``.
 
@@ -60,7 +64,7 @@ def export(
         ``(out_dir, scale, step)``.
 
     Raises:
-        RunDirError: for a run without config or checkpoint.
+        RunDirError: for a run without config or checkpoint, or without the one chosen.
         ValueError: if ``out_dir`` exists and is not an empty folder, or the run is multi-frame
             (``data.frames`` > 1; names ``scripts/upscale.py``, which upscales sequences).
     """
@@ -79,7 +83,9 @@ def export(
     scale = int(cfg.data.scale)
     module = serving_module(model, scale)
     tf.saved_model.save(module, str(out_dir), signatures={"serving_default": module.serve})
-    (out_dir / "weights.txt").write_text(f"{model_label(model)} step {step} of {run_dir}\n")
+    (out_dir / "weights.txt").write_text(
+        f"{model_label(model)} step {step} of {run_dir}, checkpoint {model.sr_checkpoint}\n"
+    )
     return out_dir, scale, step
 
 
@@ -90,7 +96,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
     parser.add_argument("out", help="SavedModel folder to create")
-    parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    parser.add_argument(
+        "--checkpoint",
+        help="best (default where the run has one: the best validation PSNR), last (the newest "
+        "checkpoint, where resume= continues), or ckpt-N",
+    )
     add_weights_argument(parser)
     return parser.parse_args(argv)
 
@@ -102,10 +112,11 @@ def main(argv=None) -> int:
     except (RunDirError, ValueError) as e:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 2
-    label = (out / "weights.txt").read_text().split()[0]
+    text = (out / "weights.txt").read_text().strip()  # "<label> step N of <run>, checkpoint C"
+    label, chosen = text.split()[0], text.rsplit(", checkpoint ", 1)[1]
     print(
-        f"exported {args.run} (step {step}, x{scale}, {label} weights) to {out}: "
-        f"serving_default(lr: uint8 [1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
+        f"exported {args.run} (checkpoint {chosen}, step {step}, x{scale}, {label} weights) to "
+        f"{out}: serving_default(lr: uint8 [1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
     )
     return 0
 

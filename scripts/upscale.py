@@ -1,7 +1,7 @@
 """Upscale your own images with a trained run.
 
     python scripts/upscale.py <run dir> <input image or folder> <output path or folder>
-        [--checkpoint ckpt-N] [--weights auto|ema|live] [--tile 256] [--overlap N]
+        [--checkpoint best|last|ckpt-N] [--weights auto|ema|live] [--tile 256] [--overlap N]
 
 Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic; the output has
 exactly ``scale`` times the input's width and height (17x23 gives 68x92 at x4). Gray, gray + alpha,
@@ -10,7 +10,7 @@ gray comes out 8-bit gray, CMYK comes out RGB. The EXIF orientation is applied (
 photo comes out upright). The output format follows the output's suffix (a folder keeps each
 input's file name). On a folder, images that cannot be read (corrupt, or larger than
 ``SR_MAX_IMAGE_PIXELS``, see ``sr.core.images``) are listed at the end (exit code 1); the others
-are still written.
+are still written. The last line names the weights, step and checkpoint (``--checkpoint``) used.
 
 Images larger than ``--tile`` input pixels are processed in overlapping tiles, so memory stays
 bounded; the overlap defaults to the model's receptive field, which makes the tiled result equal
@@ -222,7 +222,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "sequence subfolders, or one folder of frames",
     )
     parser.add_argument("output", help="output image path, or folder (created)")
-    parser.add_argument("--checkpoint", help="ckpt-N in <run>/checkpoints (default: the latest)")
+    parser.add_argument(
+        "--checkpoint",
+        help="best (default where the run has one: the best validation PSNR), last (the newest "
+        "checkpoint, where resume= continues), or ckpt-N",
+    )
     add_weights_argument(parser)
     parser.add_argument(
         "--tile",
@@ -241,9 +245,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.tile < 0:
-            raise ValueError(
-                f"--tile must be a positive number of pixels or 0 (off), got {args.tile}"
-            )
+            raise ValueError(f"--tile must be a positive number of pixels or 0, got {args.tile}")
         into_folder = args.output.endswith(("/", os.sep))
         source, target = Path(args.input).expanduser(), Path(args.output).expanduser()
         window = run_window(load_run_config(args.run))
@@ -266,8 +268,9 @@ def main(argv=None) -> int:
         total = sum(len(files) for _, files, _ in jobs)
         print(
             f"upscaled {total - len(failures)} of {total} frame(s) of {len(jobs)} sequence(s) "
-            f"x{upscaler.scale} with {model_label(model)} (step {step}; window of {frames} "
-            f"frame(s) at stride {stride}, target index {index}) into {args.output}"
+            f"x{upscaler.scale} with {model_label(model)} (step {step}) of checkpoint "
+            f"{model.sr_checkpoint} (window of {frames} frame(s) at stride {stride}, target "
+            f"index {index}) into {args.output}"
         )
         if failures:
             print(
@@ -281,7 +284,7 @@ def main(argv=None) -> int:
     done = len(pairs) - len(failures)
     print(
         f"upscaled {done} of {len(pairs)} image(s) x{upscaler.scale} with {model_label(model)} "
-        f"(step {step}) into {args.output}"
+        f"(step {step}) of checkpoint {model.sr_checkpoint} into {args.output}"
     )
     if failures:
         print(

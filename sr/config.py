@@ -250,6 +250,11 @@ def _check_devices(t) -> None:
                 f"train.profile_steps must be [START, STOP] with 1 <= START < STOP (steps), "
                 f"got {steps!r}"
             )
+        if steps[1] > t.steps:
+            raise ConfigError(
+                f"train.profile_steps={steps!r} ends after train.steps={t.steps}: the trace "
+                "would never be written; choose steps within the run"
+            )
     if t.devices is not None and (not t.devices or t.strategy not in ("mirrored", "one_device")):
         raise ConfigError(
             f"train.devices={list(t.devices)!r} needs train.strategy=mirrored or one_device and "

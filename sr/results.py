@@ -10,14 +10,16 @@ this module only arranges them per folder and writes them.
         "psnr": mean PSNR (dB), "ssim": mean SSIM, "n": number of images,
         "per_image": {"<file name>": {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}},
         "psnr_bicubic": mean dB, "ssim_bicubic": mean,
-        "scale": s, "model": method name, "checkpoint": path or null, "step": training step}}
+        "scale": s, "model": method name, "checkpoint": path or null, "step": training step,
+        "checkpoint_label": "best (ckpt-N)", "last (ckpt-N)" or "ckpt-N" (scripts/evaluate.py;
+        null for bicubic)}}
 
 Folders are keyed by their own name (``../x/Set5/`` -> ``Set5``), in the order given. For the
 ``bicubic`` method, ``psnr``/``ssim`` are the bicubic figures, ``checkpoint`` is null and ``step``
 is 0.
 
 ``results.csv``: columns ``folder, file, model, scale, step, psnr, ssim, psnr_bicubic,
-ssim_bicubic``; one row per image, then a ``MEAN`` row per folder (metrics with 6 decimals).
+ssim_bicubic, checkpoint`` (the label; empty for bicubic); one row per image, then a ``MEAN`` row per folder (metrics with 6 decimals).
 
 TensorBoard (:func:`write_tensorboard`): scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``,
 ``eval/<folder>/psnr_bicubic``, ``eval/<folder>/ssim_bicubic`` at the checkpoint's step.
@@ -209,25 +211,26 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["folder", "file", "model", "scale", "step", *METRICS])
+        writer.writerow(["folder", "file", "model", "scale", "step", *METRICS, "checkpoint"])
         for name, r in results.items():
             head = [r["model"], r["scale"], r["step"]]
+            tail = [r.get("checkpoint_label") or ""]  # best (ckpt-N), last (...), ckpt-N
             sequences = r.get("per_sequence")
             previous = None
             for file, row in r["per_image"].items():
                 sequence = file.rsplit("/", 1)[0] if sequences is not None else None
                 if previous is not None and sequence != previous:
-                    _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous])
+                    _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous], tail)
                 previous = sequence
-                writer.writerow([name, file, *head, *(f"{row[k]:.6f}" for k in METRICS)])
+                writer.writerow([name, file, *head, *(f"{row[k]:.6f}" for k in METRICS), *tail])
             if previous is not None:
-                _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous])
-            _mean_row(writer, name, "MEAN", head, r)
+                _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous], tail)
+            _mean_row(writer, name, "MEAN", head, r, tail)
     return json_path, csv_path
 
 
-def _mean_row(writer, folder: str, file: str, head: list, r: dict) -> None:
-    writer.writerow([folder, file, *head, *(f"{r[k]:.6f}" for k in METRICS)])
+def _mean_row(writer, folder: str, file: str, head: list, r: dict, tail: list) -> None:
+    writer.writerow([folder, file, *head, *(f"{r[k]:.6f}" for k in METRICS), *tail])
 
 
 def write_tensorboard(results: dict, tb_dir: str | os.PathLike, step: int) -> None:

@@ -261,3 +261,31 @@ def test_bad_profile_steps_are_refused_naming_the_key(compose, value):
 
     with pytest.raises(ConfigError, match=r"train.profile_steps must be \[START, STOP\]"):
         validate_train(compose(f"train.profile_steps={value}"))
+
+
+def test_a_profile_range_outside_the_run_is_refused_or_warned_about(
+    folders, tmp_path, compose, caplog
+):
+    from sr.config import ConfigError, validate_train
+    from sr.train.app import run
+
+    with pytest.raises(
+        ConfigError, match=r"train.profile_steps=\[4, 9\] ends after train.steps=8"
+    ):
+        validate_train(compose("train.steps=8", "train.profile_steps=[4,9]"))
+    base = [
+        "data=generator",
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data.batch_size=4",
+    ]
+    run(compose(*base, "train.steps=3"), tmp_path / "run")
+    with caplog.at_level(logging.WARNING):  # a resume past the range's start: no trace
+        run(
+            compose(
+                *base, "train.steps=5", "train.profile_steps=[2,4]", f"resume={tmp_path / 'run'}"
+            ),
+            tmp_path / "run",
+        )
+    assert "train.profile_steps=[2, 4]: this run starts at step 3" in caplog.text
+    assert not (tmp_path / "run" / "tb" / "plugins" / "profile").exists()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 MIN_WINDOW = 100  # steps: the shortest window whose mean loss is judged
 
 
@@ -110,7 +109,8 @@ class DivergenceGuard:
         if judged and self.last_mean is not None and peak > s.step_factor * self.last_mean:
             return (
                 f"loss spike: a step before step {step} has loss {peak:.4g}, above "
-                f"train.guard_step_factor={s.step_factor:g} x the previous mean {self.last_mean:.4g}"
+                f"train.guard_step_factor={s.step_factor:g} x the previous mean "
+                f"{self.last_mean:.4g}"
             )
         if count < MIN_WINDOW:
             self.accepted_step = step

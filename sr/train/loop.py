@@ -18,8 +18,13 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from sr.train import distribute
-from sr.train.checkpoint import BEST_DIR, make_checkpoint, make_data_state, make_guard_state
-from sr.train.checkpoint import make_manager
+from sr.train.checkpoint import (
+    BEST_DIR,
+    make_checkpoint,
+    make_data_state,
+    make_guard_state,
+    make_manager,
+)
 from sr.train.guard import DivergenceGuard, GuardSettings
 from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
 from sr.train.report import Reporting
@@ -72,8 +77,15 @@ def stop_signals():
 class Profiler:
     """``train.profile_steps``: a profiler trace of steps ``[START, STOP]`` into ``tb/``."""
 
-    def __init__(self, steps, folder: Path):
+    def __init__(self, steps, folder: Path, start: int = 0):
         self.steps, self.folder = (list(steps) if steps else None), folder
+        if self.steps and start >= self.steps[0]:  # a resume past the range: say so
+            log.warning(
+                "train.profile_steps=%s: this run starts at step %d, after the range's first "
+                "step; no trace is taken (choose steps after %d)",
+                self.steps, start, start,
+            )  # fmt: skip
+            self.steps = None
 
     def before(self, step: int) -> None:
         """Before step ``step + 1``: start the trace at its first step."""
@@ -338,7 +350,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         # with several workers, stopping (a signal on any of them, the time budget) is agreed
         # every log_every steps, so that all stop, and save, at the same step
         cluster = self.cluster = distribute.input_pipelines(self.strategy) > 1
-        profiler = Profiler(t.profile_steps if self.chief else None, self.run_dir / "tb")
+        profiler = Profiler(t.profile_steps if self.chief else None, self.run_dir / "tb", step)
         while step < t.steps:
             if (not cluster or step % t.log_every == 0) and self._should_stop(step, stop, cluster):
                 break

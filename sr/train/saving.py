@@ -74,7 +74,9 @@ class CheckpointPolicy:
                 log.warning(
                     "resume=%s: %s is unreadable (%s: %s); trying the checkpoint before it",
                     self.resume_dir,
-                    ", ".join(sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))),
+                    ", ".join(
+                        sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))
+                    ),
                     type(e).__name__,
                     str(e).splitlines()[0] if str(e) else "",
                 )

@@ -1,0 +1,55 @@
+"""A resume whose newest checkpoint is truncated or unreadable falls back to the one before it,
+with a warning naming the bad files, instead of failing with a raw error."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from sr.train.app import run
+
+
+@pytest.mark.parametrize("damage", ["truncated data", "empty index"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
+    folders, tmp_path, compose, caplog, damage
+):
+    base = [
+        "data=generator",
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data.batch_size=4",
+        "train.ckpt_every=2",
+        "model.features=[16,8]",
+    ]
+    run(compose(*base, "train.steps=6"), tmp_path / "run")
+    ckpt = tmp_path / "run" / "checkpoints"
+    if damage == "truncated data":
+        data = ckpt / "ckpt-6.data-00000-of-00001"
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    else:
+        (ckpt / "ckpt-6.index").write_bytes(b"")
+    with caplog.at_level(logging.INFO):
+        final = run(
+            compose(*base, "train.steps=8", f"resume={tmp_path / 'run'}"), tmp_path / "run"
+        )
+    assert "ckpt-6.data-00000-of-00001, ckpt-6.index is unreadable" in caplog.text
+    assert "trying the checkpoint before it" in caplog.text
+    assert "resumed from" in caplog.text and "ckpt-4 at step 4" in caplog.text
+    assert final["step"] == 8
+
+
+def test_no_readable_checkpoint_is_a_clear_error(folders, tmp_path, compose):
+    base = [
+        "data=generator",
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data.batch_size=4",
+        "model.features=[16,8]",
+    ]
+    run(compose(*base, "train.steps=2"), tmp_path / "run")
+    (tmp_path / "run" / "checkpoints" / "ckpt-2.index").write_bytes(b"garbage")
+    with pytest.raises(
+        FileNotFoundError, match=r"none of the checkpoints in .* is readable \(ckpt-2\)"
+    ):
+        run(compose(*base, "train.steps=4", f"resume={tmp_path / 'run'}"), tmp_path / "run")
