@@ -262,10 +262,14 @@ def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exac
 
 
 @pytest.mark.slow
-def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(folders, tmp_path, compose):
-    """A good start, then ``resume=`` with ``train.lr=0.5``: the guard rolls back (logged), gives
-    up after ``train.guard_max_rollbacks`` with exit code 4 naming checkpoints/best, which is
-    unchanged and loadable; every checkpoint left is finite and the suspect ones are gone."""
+@pytest.mark.parametrize("strategy", [[], ["train.strategy=mirrored", "train.logical_cpus=2"]])
+def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
+    folders, tmp_path, compose, strategy
+):
+    """A good start, then ``resume=`` with ``train.lr=0.5`` (on one device, and on 2 replicas of
+    the mirrored strategy): the guard rolls back (logged), gives up after
+    ``train.guard_max_rollbacks`` with exit code 4 naming checkpoints/best, which is unchanged
+    and loadable; every checkpoint left is finite and the suspect ones are gone."""
     from sr.train.app import run
 
     run_dir = tmp_path / "run"
@@ -290,11 +294,13 @@ def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(folders, tmp_path,
     cmd = [
         sys.executable, str(ROOT / "train.py"), *good, "train.steps=60", "train.lr=0.5",
         "train.lr_schedule=constant", "train.guard_max_rollbacks=1", f"resume={run_dir}",
+        *strategy,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 4, log[-3000:]
     assert "Rollback 1 of train.guard_max_rollbacks=1" in log
+    assert ("MirroredStrategy, 2 replica(s)" in log) == bool(strategy)
     assert "the run diverged at step" in log and "checkpoints/best" in log
     after = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
     assert after == before
