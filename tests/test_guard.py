@@ -15,7 +15,7 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from sr.config import ConfigError, validate_train
-from sr.train.checkpoint import load_model_from_run, read_best
+from sr.train.checkpoint import build_model, load_model_from_run, make_checkpoint, read_best
 from sr.train.guard import MIN_WINDOW, DivergenceGuard, GuardSettings
 from sr.train.schedule import ScaledSchedule, make_schedule
 from sr.train.step import clip_by_global_norm
@@ -309,3 +309,40 @@ def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
     assert max(checkpoint_steps(run_dir)) == 20  # the diverged checkpoints were deleted
     assert_all_finite(cfg, run_dir)
     assert json.loads((run_dir / "checkpoints" / "best" / "best.json").read_text()) == best
+
+
+def test_clip_norm_reaches_the_update_and_is_recorded_in_hparams(folders, tmp_path, compose):
+    """Adam divides the gradient by its own scale, so clipping to 1e-12 (far below Adam's
+    epsilon, 1e-7) leaves steps a millionth of the unclipped ones: the key reaches the step.
+    HParams record it (0: off)."""
+    from sr.train.app import run
+    from tests.test_losses import recorded_hparams
+
+    base = [
+        "data=generator",
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data.batch_size=4",
+        "train.steps=3",
+        "model.features=[16,8]",
+    ]
+    start = tmp_path / "start"
+    cfg = compose(*base, "train.steps=1", "train.lr=1e-30")
+    run(cfg, start)  # the initial weights (seeded), saved
+    initial = final_weights(start, cfg)
+    moved = {}
+    for name, extra in (("free", []), ("clipped", ["train.clip_norm=1e-12"])):
+        run(compose(*base, *extra), tmp_path / name)
+        after = final_weights(tmp_path / name, cfg)
+        moved[name] = max(float(np.abs(a - b).max()) for a, b in zip(after, initial))
+    assert moved["free"] > 1e-4 and moved["clipped"] < 1e-6 * moved["free"] * 100
+    assert recorded_hparams(tmp_path / "clipped" / "tb")["clip_norm"] == pytest.approx(1e-12)
+    assert recorded_hparams(tmp_path / "free" / "tb")["clip_norm"] == 0.0
+
+
+def final_weights(run_dir, cfg) -> list[np.ndarray]:
+    """The model weights of the run's newest checkpoint."""
+    model = build_model(cfg)
+    path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+    make_checkpoint(model).restore(path).expect_partial()
+    return [w.numpy() for w in model.weights]
