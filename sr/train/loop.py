@@ -332,7 +332,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 self.resume_dir,
             )
         res = {} if interrupted is not None else self.validate_safely(saved=True)
-        verdict = self.judge_validation(res, self.cluster) if res else None
+        # every worker judges (with several, a collective agrees on the chief's verdict)
+        verdict = self.judge_validation(res, self.cluster) if interrupted is None else None
         if verdict is not None:  # the last steps collapsed: end on the last good checkpoint
             self.rollback(verdict)
             res = self.validate_safely(saved=True)
