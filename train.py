@@ -14,6 +14,8 @@ Exit codes:
 - 4: the run diverged once more after ``train.guard_max_rollbacks`` rollbacks of the divergence
   guard (or with no good checkpoint left to roll back to); ``checkpoints/best`` holds the best
   validated weights, and the message names it;
+- 5: ``train.strategy=multi_worker``: tasks of ``TF_CONFIG`` did not answer within
+  ``train.cluster_timeout_minutes`` (the message names them and their addresses);
 - 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
 """
 
@@ -31,12 +33,14 @@ from sr.config import ConfigError, check_overrides  # noqa: E402  (registers the
 from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
+from sr.train.distribute import ClusterTimeoutError  # noqa: E402
 from sr.train.guard import DivergenceError  # noqa: E402
 from sr.train.saving import NonFiniteError  # noqa: E402
 
 EXIT_BAD_INPUT = 2  # a config value, folder, image or resume path at fault
 EXIT_NONFINITE = 3  # NaN/inf loss or weights: stopped, last good checkpoint kept
 EXIT_DIVERGED = 4  # diverged after train.guard_max_rollbacks rollbacks; checkpoints/best kept
+EXIT_CLUSTER = 5  # multi_worker: TF_CONFIG peers missing after train.cluster_timeout_minutes
 
 log = logging.getLogger("train")
 logging.getLogger("absl").setLevel(logging.WARNING)  # checkpoint-writer chatter
@@ -57,6 +61,9 @@ def main(cfg: DictConfig) -> float | None:
     except DivergenceError as e:
         log.error("%s", e)
         sys.exit(EXIT_DIVERGED)
+    except ClusterTimeoutError as e:
+        log.error("%s", e)
+        sys.exit(EXIT_CLUSTER)
     if final.get("interrupted"):
         sys.exit(128 + int(final["interrupted"]))
     return final.get("val/psnr")

@@ -223,7 +223,6 @@ def _check_guard(t) -> None:
     """``train.clip_norm`` and the divergence guard's keys (``train.guard*``)."""
     if t.clip_norm is not None:
         _number(t, "train", "clip_norm", 0, integer=False, above=True)
-    _number(t, "train", "cluster_timeout_minutes", 0, integer=False, above=True)
     _number(t, "train", "guard_from", 0, integer=True)
     _number(t, "train", "guard_max_rollbacks", 0, integer=True)
     for key in ("guard_loss_factor", "guard_step_factor"):
