@@ -243,7 +243,7 @@ def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exac
     final = run(compose(*common, "train.steps=16"), tmp_path / "one")
     assert final["rollbacks"] == 1
     assert "test spike at step 10. Rollback 1 of train.guard_max_rollbacks=3" in caplog.text
-    assert "restored ckpt-8 (step 8), learning rate x0.5" in caplog.text
+    assert "restored checkpoints/ckpt-8 (step 8), learning rate x0.5" in caplog.text
     reader = tf.train.load_checkpoint(str(tmp_path / "one" / "checkpoints" / "ckpt-16"))
     assert reader.get_tensor("guard/lr_scale/.ATTRIBUTES/VARIABLE_VALUE") == 0.5
     assert reader.get_tensor("guard/rollbacks/.ATTRIBUTES/VARIABLE_VALUE") == 1
@@ -259,6 +259,32 @@ def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exac
     assert [s for s, _ in one] == [2, 4, 6, 8, 10, 10, 12, 14, 16]  # 10 again after the rollback
     assert one[4][1] != one[5][1]  # step 10 at half the rate
     assert dict(one) == dict(two)  # the latest value per step (two: 12 logged before and after)
+
+
+def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_one(
+    folders, tmp_path, compose, monkeypatch, caplog
+):
+    """Validation every 4 steps, one checkpoint kept: a collapse found at step 8 (its checkpoint,
+    saved just before, is suspect) goes back to step 4, which only checkpoints/best still
+    holds."""
+    from sr.train.app import run
+
+    judge, fired = DivergenceGuard.validation, []
+
+    def validation(self, step, psnr):
+        verdict = judge(self, step, psnr)
+        if step == 8 and not fired:
+            fired.append(step)
+            return f"test collapse at step {step}"
+        return verdict
+
+    monkeypatch.setattr(DivergenceGuard, "validation", validation)
+    common = [*base(folders, tmp_path), f"data.val_dir={folders / 'val'}", "train.val_every=4"]
+    cfg = compose(*common, "train.max_to_keep=1", "train.steps=12")
+    final = run(cfg, tmp_path / "run")
+    assert final["rollbacks"] == 1 and final["step"] == 12
+    assert "restored checkpoints/best/ckpt-4 (step 4)" in caplog.text
+    assert checkpoint_steps(tmp_path / "run") == [12]
 
 
 @pytest.mark.slow

@@ -58,10 +58,18 @@ class GuardPolicy:
         """
         step, t = int(self.step.numpy()), self.cfg.train
         done = int(self.guard_state.rollbacks.numpy())
-        target = self.guard.target(sorted(set(self.saved_steps))[-int(t.max_to_keep) :])
+        paths = {s: str(self.restore_dir / f"ckpt-{s}") for s in self.saved_steps}
+        paths = dict(sorted(paths.items())[-int(t.max_to_keep) :])  # the rotation's
+        record = read_best(self.resume_dir)
+        if record is not None:  # the best, when the rotation dropped every good one
+            paths.setdefault(
+                int(record["step"]), str(best_dir(self.resume_dir) / record["checkpoint"])
+            )
+        target = self.guard.target(sorted(paths))
         give_up = done >= int(t.guard_max_rollbacks) or target is None
         if target is not None:
-            self.restore_good(target, scale=1.0 if give_up else float(t.guard_lr_factor))
+            scale = 1.0 if give_up else float(t.guard_lr_factor)
+            self.restore_good(paths[target], target, scale)
         if give_up:
             best = tf.train.latest_checkpoint(str(best_dir(self.resume_dir)))
             why = (
@@ -81,10 +89,10 @@ class GuardPolicy:
         scale = float(self.guard_state.lr_scale.numpy())
         log.warning(
             "divergence guard: %s. Rollback %d of train.guard_max_rollbacks=%d: restored "
-            "ckpt-%d (step %d), learning rate x%g (train.guard_lr_factor; now x%.3g of the "
+            "%s (step %d), learning rate x%g (train.guard_lr_factor; now x%.3g of the "
             "schedule); the batches from step %d are replayed",
-            reason, done + 1, t.guard_max_rollbacks, target, target, t.guard_lr_factor, scale,
-            target,
+            reason, done + 1, t.guard_max_rollbacks, Path(paths[target]).relative_to(
+                self.resume_dir), target, t.guard_lr_factor, scale, target,
         )  # fmt: skip
         with self.writer.as_default(step=step):
             tf.summary.scalar("train/rollbacks", done + 1)
@@ -92,11 +100,11 @@ class GuardPolicy:
             tf.summary.text("train/rollback", f"step {step}: {reason}; restored step {target}")
         return target
 
-    def restore_good(self, target: int, scale: float) -> None:
-        """Restore ``ckpt-<target>`` of the rotation and its data position, multiply the
-        learning-rate factor by ``scale`` (counting a rollback when below 1), delete the
-        checkpoints saved after it and save the restored state as the newest."""
-        path = str(self.restore_dir / f"ckpt-{target}")
+    def restore_good(self, path: str, target: int, scale: float) -> None:
+        """Restore the checkpoint ``path`` (of step ``target``: the rotation's, or
+        ``checkpoints/best``) and its data position, multiply the learning-rate factor by
+        ``scale`` (counting a rollback when below 1), delete the checkpoints of the rotation
+        saved after it and save the restored state as the newest."""
         self.restore_state(path, elapsed=False)  # the time spent stays spent
         if scale < 1:
             self.guard_state.lr_scale.assign(float(self.guard_state.lr_scale.numpy()) * scale)
