@@ -288,7 +288,7 @@ def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_on
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", [[], ["train.strategy=mirrored", "train.logical_cpus=2"]])
+@pytest.mark.parametrize("strategy", [["train.strategy=mirrored", "train.logical_cpus=2"]])
 def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
     folders, tmp_path, compose, strategy
 ):
@@ -326,7 +326,7 @@ def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
     log = proc.stdout + proc.stderr
     assert proc.returncode == 4, log[-3000:]
     assert "Rollback 1 of train.guard_max_rollbacks=1" in log
-    assert ("MirroredStrategy, 2 replica(s)" in log) == bool(strategy)
+    assert "MirroredStrategy, 2 replica(s)" in log  # one device: the in-process tests above
     assert "the run diverged at step" in log and "checkpoints/best" in log
     after = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
     assert after == before

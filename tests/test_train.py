@@ -90,19 +90,6 @@ def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mo
 
 
 @pytest.mark.slow
-def test_resume_continues_at_the_saved_step(folders, tmp_path):
-    run = tmp_path / "run"
-    code, out = train(folders, run, "train.steps=4", "train.log_every=2")
-    assert code == 0, out
-    code, out = train(folders, None, f"resume={run}", "train.steps=8", "train.log_every=2")
-    assert code == 0, out
-    assert f"resumed from {run / 'checkpoints' / 'ckpt-4'} at step 4" in out
-    assert [int(m) for m in TIMING.findall(out)] == [6, 8]
-    assert (run / "checkpoints" / "ckpt-8.index").is_file()
-    assert scalars(run)["train/loss"] == [2, 4, 6, 8]
-
-
-@pytest.mark.slow
 def test_resume_without_checkpoint_and_empty_folder_are_clear_errors(folders, tmp_path):
     (tmp_path / "empty").mkdir()
     code, out = train(folders, tmp_path / "run", f"data.hr_dir={tmp_path / 'empty'}")
