@@ -19,7 +19,8 @@ Folders are keyed by their own name (``../x/Set5/`` -> ``Set5``), in the order g
 is 0.
 
 ``results.csv``: columns ``folder, file, model, scale, step, psnr, ssim, psnr_bicubic,
-ssim_bicubic, checkpoint`` (the label; empty for bicubic); one row per image, then a ``MEAN`` row per folder (metrics with 6 decimals).
+ssim_bicubic, checkpoint`` (the label; empty for bicubic); one row per image, then a ``MEAN``
+row per folder (metrics with 6 decimals).
 
 TensorBoard (:func:`write_tensorboard`): scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``,
 ``eval/<folder>/psnr_bicubic``, ``eval/<folder>/ssim_bicubic`` at the checkpoint's step.

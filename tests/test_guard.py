@@ -287,6 +287,33 @@ def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_on
     assert checkpoint_steps(tmp_path / "run") == [12]
 
 
+def test_a_second_rollback_to_an_older_checkpoint_keeps_counting_and_lowering(
+    folders, tmp_path, compose, monkeypatch
+):
+    """A spike at step 14 goes back to ckpt-12 (x0.5); a collapse at the validation of step 16
+    goes back further, to ckpt-8 (the last good validation), saved before the first rollback:
+    the factor and the count go on from the run's (x0.25, 2), not from that checkpoint's."""
+    from sr.train.app import run
+
+    force_a_spike_at(monkeypatch, 14)
+    judge, fired = DivergenceGuard.validation, []
+
+    def validation(self, step, psnr):
+        verdict = judge(self, step, psnr)
+        if step == 16 and not fired:
+            fired.append(step)
+            return "test collapse"
+        return verdict
+
+    monkeypatch.setattr(DivergenceGuard, "validation", validation)
+    common = [*base(folders, tmp_path), f"data.val_dir={folders / 'val'}", "train.val_every=8"]
+    final = run(compose(*common, "train.steps=18"), tmp_path / "run")
+    assert final["rollbacks"] == 2 and final["step"] == 18
+    reader = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-18"))
+    assert reader.get_tensor("guard/lr_scale/.ATTRIBUTES/VARIABLE_VALUE") == 0.25
+    assert reader.get_tensor("guard/rollbacks/.ATTRIBUTES/VARIABLE_VALUE") == 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", [["train.strategy=mirrored", "train.logical_cpus=2"]])
 def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(

@@ -372,7 +372,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         profiler.close(step)
         if loss is not None and step % t.log_every:
             self.log_window(timer, float(loss))
-            verdict = self.judge_window(cluster)
+            verdict = self.judge_window()
             if verdict is not None:  # the last steps diverged: end on the last good checkpoint
                 self.rollback(verdict)
                 return stop["signal"]
@@ -387,7 +387,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         t = self.cfg.train
         if step % t.log_every == 0:
             self.log_window(timer, float(loss))
-            verdict = self.judge_window(self.cluster)  # reads scalars: the loss's sync
+            verdict = self.judge_window()  # reads scalars: the loss's sync
             if verdict is not None:
                 return self._roll_back(verdict, timer)
             self.check_finite(window=True)

@@ -26,7 +26,7 @@ class GuardPolicy:
     :class:`sr.train.saving.CheckpointPolicy` gives ``restore_state``, ``data_checkpoint``,
     ``check_finite`` and ``save``, and ``data_iterator``."""
 
-    def judge_window(self, cluster: bool) -> str | None:
+    def judge_window(self) -> str | None:
         """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
         total, count, peak = self.window.read()
@@ -105,10 +105,12 @@ class GuardPolicy:
         ``checkpoints/best``) and its data position, multiply the learning-rate factor by
         ``scale`` (counting a rollback when below 1), delete the checkpoints of the rotation
         saved after it and save the restored state as the newest."""
+        # the factor and the count go on from the run's, not from the (older) checkpoint's
+        lr_scale = float(self.guard_state.lr_scale.numpy())
+        rollbacks = int(self.guard_state.rollbacks.numpy())
         self.restore_state(path, elapsed=False)  # the time spent stays spent
-        if scale < 1:
-            self.guard_state.lr_scale.assign(float(self.guard_state.lr_scale.numpy()) * scale)
-            self.guard_state.rollbacks.assign_add(1)
+        self.guard_state.lr_scale.assign(lr_scale * scale)
+        self.guard_state.rollbacks.assign(rollbacks + (scale < 1))
         self.first_bad.assign(-1)
         self.window.read()  # forget the diverged steps' losses
         self.guard.rolled_back(target)
@@ -165,7 +167,7 @@ class GuardPolicy:
     def restore_best_record(self) -> None:
         """On a resume: the best PSNR so far (``checkpoints/best/best.json``), so that only a
         better validation replaces ``checkpoints/best``, and the guard's reference."""
-        record = read_best(self.restore_dir.parent)
+        record = read_best(self.resume_dir)
         if record is not None:
             self.best_psnr = float(record["psnr"])
             self.guard.best_psnr = float(record.get("live_psnr", record["psnr"]))

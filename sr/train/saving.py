@@ -95,7 +95,7 @@ class CheckpointPolicy:
         self.restore_stream(self.data_checkpoint(path))
         step = int(self.step.numpy())
         self.saved_steps = [checkpoint_step(p) for p in candidates if checkpoint_step(p) <= step]
-        self.guard.rolled_back(step)  # the resumed step was judged good when saved
+        # the resumed step was judged good when it was saved
         self.guard.accepted_step = self.guard.pool_start = self.guard.validated_step = step
         self.guard.remember(self.guard_state.memory.numpy())
         self.restore_best_record()

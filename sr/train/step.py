@@ -56,9 +56,10 @@ def clip_by_global_norm(grads, clip_norm: float, unscale: tf.Tensor):
     total = grads
     if context is not None and context.num_replicas_in_sync > 1:  # one extra all-reduce
         total = context.all_reduce(tf.distribute.ReduceOp.SUM, list(grads))
-    norm = tf.linalg.global_norm(total) / unscale
-    factor = clip_norm / tf.maximum(norm, clip_norm)
-    return [g * tf.cast(factor, g.dtype) for g in grads]
+    clipped, _ = tf.clip_by_global_norm(
+        grads, clip_norm, use_norm=tf.linalg.global_norm(total) / unscale
+    )
+    return clipped
 
 
 class TrainStep:
