@@ -25,7 +25,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.errors import InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
+from sr.core.realesrgan import Params
 from sr.data import SOURCES, PatchSource
 from sr.data.source import DataConfig
 
@@ -283,6 +285,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     loss: Any = MISSING
     optimizer: Any = MISSING
+    degradation: Any = MISSING  # the LR operator: bicubic (default) or realesrgan
     seed: int | None = 0  # seeds shuffles, crops, flips and weights (null: none)
     resume: str | None = None  # a run directory (outputs/DATE/TIME): continue from its checkpoint
     demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
@@ -363,11 +366,42 @@ def build_source(cfg: DictConfig) -> PatchSource:
                 + (f" or choose data={owners[0]}" if owners else "")
             )
     try:
-        return hydra.utils.instantiate(cfg.data)
+        return hydra.utils.instantiate(cfg.data, degradation=build_degradation(cfg))
     except InstantiationException as e:
         if isinstance(e.__cause__, ValueError):
             raise ConfigError(str(e.__cause__)) from e
         raise
+
+
+def build_degradation(cfg: DictConfig):
+    """The run's LR operator: ``cfg.degradation`` instantiated (``sr.core.degrade.Bicubic`` for a
+    config without the group, as runs saved before it existed).
+
+    Raises:
+        ConfigError: for a bad ``degradation.*`` key or value, naming it.
+    """
+    node = cfg.get("degradation")
+    if node is None:
+        return Bicubic()
+    try:
+        return hydra.utils.instantiate(node, _convert_="all")
+    except InstantiationException as e:
+        if isinstance(e.__cause__, ValueError):
+            raise ConfigError(str(e.__cause__)) from e
+        raise
+
+
+def degradation_named(name: str, *overrides: str):
+    """The degradation ``name`` (``conf/degradation/<name>.yaml``) with ``degradation.*``
+    overrides, for scripts (``scripts/evaluate.py --degradation``).
+
+    Raises:
+        ConfigError: for an unknown name (listing the choices) or a bad key.
+    """
+    choices = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "degradation").glob("*.yaml"))
+    if name not in choices:
+        raise ConfigError(f"unknown degradation {name!r}: choose one of {', '.join(choices)}")
+    return build_degradation(compose(f"degradation={name}", *overrides))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -419,7 +453,7 @@ def _yaml_summary(path: Path) -> str:
     return " ".join(words).rstrip(":")
 
 
-GROUPS = ("data", "model", "train", "loss", "optimizer")  # the config groups of the root
+GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation")  # the root's groups
 
 
 def config_tables() -> str:
@@ -434,7 +468,7 @@ def config_tables() -> str:
             for key, value in dict(entry).items():
                 chosen[str(key).replace("optional ", "")] = value
     lines = ["| group | option | what it is |", "| --- | --- | --- |"]
-    for group in ("data", "model", "train", "loss", "optimizer", "experiment"):
+    for group in (*GROUPS, "experiment"):
         for path in sorted((conf / group).glob("*.yaml")):
             mark = " (default)" if chosen.get(group) == path.stem else ""
             lines.append(f"| `{group}` | `{path.stem}`{mark} | {_yaml_summary(path)} |")
@@ -446,6 +480,7 @@ def config_tables() -> str:
         ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
+        ("degradation", Params, "`degradation=realesrgan` only"),
         ("", Config, ""),
     ]
     seen: set[str] = set()

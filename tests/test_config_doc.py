@@ -6,7 +6,14 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from sr.config import CONFIG_TABLE_MARKERS, DATA_SCHEMAS, Config, TrainConfig, config_tables
+from sr.config import (
+    CONFIG_TABLE_MARKERS,
+    DATA_SCHEMAS,
+    GROUPS,
+    Config,
+    TrainConfig,
+    config_tables,
+)
 from sr.data.source import DataConfig
 from tests.conftest import ROOT
 
@@ -46,5 +53,5 @@ def test_the_composed_defaults_are_the_schema_defaults(compose, mode):
     train = OmegaConf.to_container(cfg.train, resolve=False)
     assert train == OmegaConf.to_container(OmegaConf.structured(TrainConfig))
     for f in dataclasses.fields(Config):
-        if f.name not in ("data", "model", "train", "loss", "optimizer"):  # the groups
+        if f.name not in GROUPS:  # the groups
             assert OmegaConf.to_container(cfg, resolve=False)[f.name] == f.default

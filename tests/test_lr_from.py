@@ -101,7 +101,7 @@ def _source(compose, photo_dir, tmp_path, mode, *extra):
 @pytest.mark.parametrize("mode", ["tfrecord", "generator"])
 def test_both_modes_feed_rgb_crops_and_make_the_lr_from_them(compose, photo_dir, tmp_path, mode):
     source = _source(compose, photo_dir, tmp_path, mode)
-    assert source.channels == 3
+    assert source.hr_channels == 3
     images = [load_image(p) for p in source.images.files]
     seen_gray = set()
     for n, batch in enumerate(source.patch_dataset().take(6)):

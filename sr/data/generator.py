@@ -416,16 +416,16 @@ class GeneratorSource(PatchSource):
             lr_dir=str(self.lr_dir) if self.lr_dir else None,
             scale=self.scale,
             lr_patch=self.lr_patch_size,
-            channels=self.channels,
+            channels=self.hr_channels,
         )
         c, p = self.crop, self.lr_patch_size
         signature = {
-            "hr": tf.TensorSpec([b, c, c, self.channels], tf.uint8),
+            "hr": tf.TensorSpec([b, c, c, self.hr_channels], tf.uint8),
             "image": tf.TensorSpec([b], tf.int32),
         }
         if self.lr_dir:
             signature["lr"] = tf.TensorSpec([b, p, p, 1], tf.uint8)
-        if self.channels == 3:
+        if self.hr_channels == 3:
             signature["gray"] = tf.TensorSpec([b], tf.bool)
         self.pool = pool
         folder_ids = ids.astype(np.int32)

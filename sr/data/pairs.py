@@ -29,6 +29,8 @@ import tensorflow as tf
 from sr.core.color import y_of, y_rounded
 from sr.core.degrade import flip_batch, make_lr
 
+GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # BT.601 luma without offset: a gray crop's own value
+
 
 def random_masks(batch: tf.Tensor, flip: bool, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:
     """Three independent fair-coin boolean vectors ``[B]`` (vertical flip, horizontal flip,
@@ -78,6 +80,73 @@ def rgb_pairs(
     lr_y = tf.where(is_gray, lr[..., :1], tf.cast(y_of(lr), tf.float32))
     hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
     return lr_y, hr_y
+
+
+def rgb_lr(hr: tf.Tensor, scale: int, margin: int, flips) -> tf.Tensor:
+    """``make_lr`` of each of R, G and B of flipped crops: uint8 ``[B, c, c, 3]`` (c = P + 2m)
+    to float32 ``[B, P / s, P / s, 3]`` on the 8-bit grid 0..255 (the flips folded into the
+    operator's matrices, as for Y)."""
+    c = hr.shape[1]
+    planes = tf.reshape(tf.transpose(hr, [0, 3, 1, 2]), [-1, c, c, 1])  # [3B, c, c, 1]
+    lr = make_lr(planes, scale, margin, flips=tuple(_per_plane(m, 3) for m in flips))
+    p = lr.shape[1]
+    return tf.transpose(tf.reshape(lr, [-1, 3, p, p]), [0, 2, 3, 1])
+
+
+def made_pairs(
+    hr: tf.Tensor,
+    gray: tf.Tensor,
+    scale: int,
+    margin: int,
+    flips,
+    channels: str,
+    degradation,
+    seeds,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Pairs of ``data.channels=rgb`` or of a degradation other than bicubic, from RGB crops.
+
+    The crop is flipped, its LR made by ``degradation`` (``sr.core.degrade.Bicubic``: the
+    bicubic operator of each channel, :func:`rgb_lr`; ``sr.core.realesrgan.RealESRGAN``: its
+    degradation of the whole crop, each crop from its own seed), then the margin is cut from
+    both (``m`` HR pixels, ``m / s`` LR pixels). With ``channels="y"`` the pairs are then the
+    unrounded Y of the 8-bit LR (the model input of ``sr.evaluation.prepare``) and the rounded
+    Y of the HR, as in :func:`rgb_pairs`; a gray image's crops keep their own value (its luma,
+    the channels' weighted mean by :data:`GRAY_WEIGHTS`, for an LR whose colour noise made the
+    channels differ).
+
+    Args:
+        hr: uint8 ``[B, c, c, 3]`` RGB crops, c = P + 2m, m a multiple of s.
+        gray: bool ``[B]``, true for crops of gray images.
+        scale, margin: s and m.
+        flips: ``(flip_v, flip_h, transpose or None)`` bool ``[B]`` (:func:`random_masks`).
+        channels: ``"y"`` or ``"rgb"``.
+        degradation: an object with ``name`` and, unless bicubic, ``degrade(hr float32
+            [B, c, c, 3] in [0, 1], scale, seeds int64 [B, 2])`` to ``[B, c / s, c / s, 3]``.
+        seeds: int64 ``[B, 2]``, the degradation's seed of each crop.
+
+    Returns:
+        ``(lr, hr)``: float32 ``[B, P / s, P / s, C]`` and ``[B, P, P, C]`` in [0, 1], C = 1
+        (Y) or 3 (RGB); the LR on the 8-bit grid for RGB.
+    """
+    flips = (flips[0], flips[1], flips[2])
+    if degradation.name == "bicubic":
+        lr = rgb_lr(hr, scale, margin, flips) / 255.0
+        hr = flip_batch(hr, flips)
+    else:
+        hr = flip_batch(hr, flips)
+        lr = degradation.degrade(tf.cast(hr, tf.float32) / 255.0, scale, seeds)
+        if margin:
+            m = margin // scale
+            lr = lr[:, m:-m, m:-m, :]
+    if margin:
+        hr = hr[:, margin:-margin, margin:-margin, :]
+    if channels == "rgb":
+        return lr, tf.cast(hr, tf.float32) / 255.0
+    is_gray = gray[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    luma = tf.tensordot(lr, tf.constant(GRAY_WEIGHTS), 1)[..., tf.newaxis]
+    lr_y = tf.where(is_gray, luma, tf.cast(y_of(lr * 255.0), tf.float32) / 255.0)
+    hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
+    return lr_y, tf.cast(hr_y, tf.float32) / 255.0
 
 
 def _per_plane(mask, k: int):

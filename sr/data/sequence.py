@@ -376,6 +376,7 @@ class SequenceSource(PatchSource):
 
     mode = "sequence"
     schema = SequenceConfig
+    makes_rgb = False  # frames are decoded to Y
 
     def __init__(
         self,

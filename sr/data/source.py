@@ -34,11 +34,13 @@ import tensorflow as tf
 from omegaconf import MISSING
 from PIL import Image
 
-from sr.core.degrade import crop_margin, min_hr_size
+from sr.core.degrade import Bicubic, crop_margin, min_hr_size
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
-from sr.data.pairs import make_pairs
+from sr.core.realesrgan import image_seed
+from sr.data.pairs import made_pairs, make_pairs, random_masks
 
 LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
+CHANNELS = ("y", "rgb")  # data.channels: what the model sees and makes, Y or RGB
 
 
 @dataclass
@@ -64,6 +66,9 @@ class DataConfig:
     # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
     # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
     lr_from: str = "y"
+    # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
+    # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
+    channels: str = "y"
 
 
 def at_least(key: str, value, minimum=1):
@@ -93,6 +98,11 @@ class PatchSource(abc.ABC):
         service: ``grpc://HOST:PORT`` of a tf.data service dispatcher that runs the whole
             pipeline on its workers (``sr.data.service``), or None; sources that run Python in
             the training process refuse it.
+        lr_from: ``y`` or ``rgb``, the colour order of the Y pairs' LR (``sr.core.degrade``).
+        channels: ``y`` (pairs of one channel, Y) or ``rgb`` (three, R, G, B).
+        degradation: the LR operator (the ``degradation`` group, instantiated): None or
+            ``sr.core.degrade.Bicubic`` for MATLAB bicubic, ``sr.core.realesrgan.RealESRGAN``
+            for Real-ESRGAN's degradations (made from RGB crops, whatever ``channels``).
 
     Raises:
         ValueError: for a value out of range, naming the key (``data.patch_size 90 is not a
@@ -105,6 +115,8 @@ class PatchSource(abc.ABC):
     # saved in every checkpoint (its buffers included); False, patch_dataset(start) rebuilds the
     # stream from batch ``start`` on (the source's randomness is a function of seed and batch)
     checkpoint_iterator: ClassVar[bool] = False
+    # whether the source can give RGB crops (data.channels=rgb, degradations made from RGB)
+    makes_rgb: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -121,6 +133,8 @@ class PatchSource(abc.ABC):
         deterministic: bool,
         service: str | None,
         lr_from: str = "y",
+        channels: str = "y",
+        degradation=None,
     ):
         at_least("scale", scale)
         at_least("batch_size", batch_size)
@@ -151,6 +165,8 @@ class PatchSource(abc.ABC):
                 "gives it: drop one of them"
             )
         self.lr_from = lr_from
+        self.channels, self.degradation = channels, degradation or Bicubic()
+        self._check_channels()
         self._images: ImageSet | None = None
         # the seed of the batch stream (read order, crops, flips): the config's, else fresh
         # entropy; a resumed run sets it to the one saved in its checkpoint
@@ -159,12 +175,39 @@ class PatchSource(abc.ABC):
         )
         self._val_files: list[Path] | None = None
 
+    def _check_channels(self) -> None:
+        """Refuse combinations of ``channels``, ``lr_from``, ``lr_dir`` and the degradation that
+        cannot work, naming the keys (ValueError)."""
+        if self.channels not in CHANNELS:
+            raise ValueError(
+                f"data.channels={self.channels!r}: choose one of {', '.join(CHANNELS)}"
+            )
+        if self.channels == "rgb" and self.lr_from != "y":
+            raise ValueError(
+                "data.lr_from only orders the Y pairs' LR; with data.channels=rgb the LR is made "
+                "from RGB already: drop data.lr_from"
+            )
+        made = self.channels == "rgb" or self.degradation.name != "bicubic"
+        if made and not self.makes_rgb:
+            raise ValueError(
+                f"data={self.mode} decodes to Y only: data.channels={self.channels} with "
+                f"degradation={self.degradation.name} needs data=tfrecord or data=generator; "
+                "or set data.channels=y and degradation=bicubic"
+            )
+        if made and self.lr_dir:
+            raise ValueError(
+                f"data.lr_dir={self.lr_dir} gives pre-made Y LR patches, which data.channels="
+                f"{self.channels} with degradation={self.degradation.name} cannot use: set "
+                "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
+            )
+
     # -- geometry ------------------------------------------------------------------------------
     @property
-    def channels(self) -> int:
-        """Channels of the HR patches before the pair stage: 3 (RGB) with ``lr_from=rgb``, else
-        1 (Y)."""
-        return 3 if self.lr_from == "rgb" else 1
+    def hr_channels(self) -> int:
+        """Channels of the HR patches before the pair stage: 3 (RGB) with ``lr_from=rgb``,
+        ``channels=rgb`` or a degradation made from RGB, else 1 (Y)."""
+        rgb = self.lr_from == "rgb" or self.channels == "rgb" or self.degradation.needs_rgb
+        return 3 if rgb else 1
 
     @property
     def margin(self) -> int:
@@ -287,6 +330,12 @@ class PatchSource(abc.ABC):
             "images": digest.hexdigest()[:16],
             # only when not the default: runs saved before the key existed keep their identity
             **({"lr_from": self.lr_from} if self.lr_from != "y" else {}),
+            **({"channels": self.channels} if self.channels != "y" else {}),
+            **(
+                {"degradation": self.degradation.identity()}
+                if self.degradation.name != "bicubic"
+                else {}
+            ),
         }
 
     def to_pairs(
@@ -304,6 +353,17 @@ class PatchSource(abc.ABC):
             pipeline: the input pipeline's index (folded into the seed, so that workers flip
                 independently; pipeline 0 is a single-pipeline run's stream).
         """
+        if self.channels == "rgb" or self.degradation.name != "bicubic":
+            return made_pairs(
+                batch["hr"],
+                batch["gray"],
+                self.scale,
+                self.margin,
+                random_masks(batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)),
+                self.channels,
+                self.degradation,
+                self.element_seeds(batch["hr"], index, pipeline),
+            )
         return make_pairs(
             batch["hr"],
             self.scale,
@@ -323,6 +383,16 @@ class PatchSource(abc.ABC):
             return None
         seed = tf.stack([tf.constant(self.stream_seed, tf.int64), tf.cast(index, tf.int64)])
         return tf.random.experimental.stateless_fold_in(seed, pipeline) if pipeline else seed
+
+    def element_seeds(self, hr: tf.Tensor, index, pipeline: int = 0) -> tf.Tensor:
+        """int64 ``[B, 2]`` stateless seeds of the degradation of each patch of batch ``index``:
+        ``sr.core.realesrgan.image_seed(stream_seed, index B + j, pipeline)`` for patch j;
+        without ``index``, drawn from TensorFlow's stateful generator."""
+        b = tf.shape(hr)[0]
+        if index is None:
+            return tf.random.uniform([b, 2], maxval=2**62, dtype=tf.int64)
+        first = tf.cast(index, tf.int64) * tf.cast(b, tf.int64)
+        return image_seed(self.stream_seed, first + tf.range(tf.cast(b, tf.int64)), pipeline)
 
     def share(self, pipeline: tuple[int, int]) -> str:
         """What input pipeline ``(index, count)`` reads, for the log: ``images 1, 3, 5 of 6``."""

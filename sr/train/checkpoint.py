@@ -234,8 +234,11 @@ def checkpoint_label(run_dir, path: str) -> str:
 
 
 def build_model(cfg: DictConfig) -> keras.Model:
-    """Instantiate ``cfg.model`` (a builder with ``_target_``) at ``cfg.data.scale``."""
-    return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale)
+    """Instantiate ``cfg.model`` (a builder with ``_target_``) at ``cfg.data.scale``, with the
+    channels of ``cfg.data.channels`` (1 for ``y``, 3 for ``rgb``; runs saved before the key
+    existed are Y)."""
+    channels = 3 if cfg.data.get("channels", "y") == "rgb" else 1
+    return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale, channels=channels)
 
 
 WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of :func:`load_model_from_run`

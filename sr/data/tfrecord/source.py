@@ -145,7 +145,7 @@ class TFRecordSource(PatchSource):
         folder builds a second one would otherwise find its shards replaced under it."""
         digest = hashlib.sha1(str(self.hr_dir.resolve()).encode()).hexdigest()[:8]
         layout = f"-sub{self.subimage_size}" if self.subimage_size else ""
-        layout += "-rgb" if self.channels == 3 else ""
+        layout += "-rgb" if self.hr_channels == 3 else ""
         return self.data_root / "tfrecords" / f"{self.hr_dir.name}-{digest}{layout}"
 
     def params(self) -> PatchParams:
@@ -156,7 +156,7 @@ class TFRecordSource(PatchSource):
             margin=self.margin,
             stride=self.stride,
             lr_dir=str(self.lr_dir) if self.lr_dir else None,
-            channel=CHANNEL_RGB if self.channels == 3 else CHANNEL,
+            channel=CHANNEL_RGB if self.hr_channels == 3 else CHANNEL,
             subimage=self.subimage_size,
         )
 
@@ -168,7 +168,7 @@ class TFRecordSource(PatchSource):
         if self.shuffle_buffer <= 1:
             return self.shuffle_buffer
         record = self.params().record
-        return max(1, self.shuffle_buffer * self.crop**2 // (record**2 * self.channels))
+        return max(1, self.shuffle_buffer * self.crop**2 // (record**2 * self.hr_channels))
 
     def check_images(self) -> None:
         """With sub-images, every training image must hold one (checked at start-up).
