@@ -109,6 +109,22 @@ def test_service_batches_keep_the_pipeline_contract(servers, source):
     del it
 
 
+def test_realesrgan_rgb_pairs_are_made_on_the_service_workers(servers, folders):
+    """Real-ESRGAN's degradation is TensorFlow ops only (JPEG, stateless draws, while loops):
+    the workers run it from the serialized graph."""
+    src = build_source(
+        compose(*_overrides(folders, "degradation=realesrgan", "data.channels=rgb"))
+    )
+    src.prepare()
+    it = iter(service.distribute(sr.data.source.pairs_dataset(src), servers))
+    for _ in range(2):
+        lr, hr = next(it)
+        assert lr.shape == (B, P // S, P // S, 3) and hr.shape == (B, P, P, 3)
+        x = lr.numpy() * 255
+        assert 0 <= x.min() and x.max() <= 255 and np.abs(x - np.round(x)).max() < 1e-3
+    del it
+
+
 @pytest.mark.slow
 def test_consumers_of_one_job_get_different_batches(servers, source):
     # each element is tagged on the worker that makes it: the time it was made, in ns, plus its

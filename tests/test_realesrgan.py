@@ -1,0 +1,312 @@
+"""Real-ESRGAN's degradation in the graph (``sr.core.realesrgan``), the ``degradation`` group and
+``data.channels``: each operation against a reference, determinism per element, shapes in both
+modes, the refusals, and the default pipeline untouched."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+from scipy import ndimage, special
+from skimage import data
+
+import sr.core.realesrgan as R
+from sr.config import ConfigError, build_source, compose, degradation_named
+from sr.data.pairs import make_pairs
+
+S = 4
+
+
+def crop(size=128, top=100, left=150) -> np.ndarray:
+    """uint8 [size, size, 3], a crop of scikit-image's astronaut (real texture and colour)."""
+    return data.astronaut()[top : top + size, left : left + size]
+
+
+# ------------------------------------------------------------------------------------------------
+# Operations against references
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("quality", [30, 60, 95])
+def test_jpeg_round_trip_equals_pillows(quality):
+    """Same libjpeg encoder settings (4:2:0) and the accurate IDCT as Pillow: tolerance one
+    level at most on a pixel and 0.01 on average (measured: identical pixels)."""
+    image = crop()
+    ours = R.jpeg(tf.constant(image, tf.float32) / 255.0, tf.constant(quality)).numpy() * 255
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, "JPEG", quality=quality)
+    ref = np.asarray(Image.open(buf)).astype(np.float64)
+    diff = np.abs(np.round(ours) - ref)
+    assert diff.max() <= 1 and diff.mean() < 0.01
+    assert np.abs(ref - image).mean() > 1  # the round trip did change the image
+
+
+def test_isotropic_gaussian_kernel_equals_scipys():
+    """A 13-pixel isotropic kernel of sigma 1.5 is scipy's Gaussian filter (radius 4 sigma = 6)
+    of a unit impulse: both the normalised sampled Gaussian on the same square."""
+    ours = R.gaussian_kernel(13, 1.5, 1.5, 0.0).numpy()
+    impulse = np.zeros((21, 21))
+    impulse[10, 10] = 1
+    ref = ndimage.gaussian_filter(impulse, 1.5, truncate=4.0, mode="constant")
+    np.testing.assert_allclose(ours, ref, atol=1e-7)
+    assert ours[:4].sum() == 0 and ours[:, -4:].sum() == 0  # padded from 13 to 21
+
+
+def test_kernel_families_follow_basicsrs_formulas():
+    xx, yy = np.meshgrid(np.arange(-10.0, 11), np.arange(-10.0, 11))
+    theta, sx, sy, beta = 0.7, 2.5, 1.0, 1.7
+    rot = np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
+    inv = np.linalg.inv(rot @ np.diag([sx**2, sy**2]) @ rot.T)  # BasicSR's sigma_matrix2
+    grid = np.stack([xx, yy], -1)
+    q = np.sum((grid @ inv) * grid, -1)
+    for ours, ref in [
+        (R.gaussian_kernel(21, sx, sy, theta), np.exp(-0.5 * q)),
+        (R.generalized_kernel(21, sx, sy, theta, beta), np.exp(-0.5 * q**beta)),
+        (R.plateau_kernel(21, sx, sy, theta, beta), 1 / (1 + q**beta)),
+    ]:
+        np.testing.assert_allclose(ours.numpy(), ref / ref.sum(), rtol=1e-4, atol=1e-7)
+    # a rotation by 90 degrees swaps the axes; beta = 1 is the Gaussian
+    np.testing.assert_allclose(
+        R.gaussian_kernel(15, 2.0, 1.0, math.pi / 2),
+        R.gaussian_kernel(15, 1.0, 2.0, 0.0),
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        R.generalized_kernel(15, 2.0, 1.0, 0.3, 1.0),
+        R.gaussian_kernel(15, 2.0, 1.0, 0.3),
+        atol=1e-6,
+    )
+
+
+def test_sinc_kernel_is_the_circular_low_pass():
+    cutoff, size = 1.3, 17
+    x = np.arange(size) - size // 2
+    r = np.hypot(*np.meshgrid(x, x))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = cutoff * special.j1(cutoff * r) / (2 * np.pi * r)
+    ref[size // 2, size // 2] = cutoff**2 / (4 * np.pi)
+    ref = np.pad(ref / ref.sum(), 2)
+    np.testing.assert_allclose(R.sinc_kernel(size, cutoff).numpy(), ref, atol=1e-6)
+
+
+def test_random_kernels_sum_to_one_on_a_centred_odd_square():
+    draws = R.Draws(tf.constant([3, 4], tf.int64), count=4096)
+    stage = R.Params().stage(1)
+    sides = set()
+    for _ in range(60):
+        k = R.random_kernel(draws, stage, R.Params().kernel_sizes).numpy()
+        assert abs(k.sum() - 1) < 1e-5
+        rows = np.flatnonzero(np.abs(k).sum(1) > 0)
+        side = rows[-1] - rows[0] + 1
+        assert side % 2 == 1 and rows[0] == (21 - side) // 2  # centred, odd
+        np.testing.assert_allclose(k, k[::-1, ::-1], atol=1e-6)  # point-symmetric
+        sides.add(side)
+    assert len(sides) >= 5  # the side is drawn
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_blur_is_a_reflect_101_correlation(batched):
+    """Both blurs (FFT per image, depthwise convolution per batch) against scipy's correlate
+    with ``mirror`` borders (= PyTorch's reflect = OpenCV's BORDER_REFLECT_101)."""
+    image = crop(40).astype(np.float32) / 255
+    kernel = np.random.default_rng(0).random((21, 21)).astype(np.float32)  # not symmetric
+    kernel /= kernel.sum()
+    if batched:
+        ours = R.blur_batch(tf.constant(image[None]), tf.constant(kernel[None]))[0].numpy()
+    else:
+        ours = R.blur(tf.constant(image), tf.constant(kernel)).numpy()
+    ref = np.stack([ndimage.correlate(image[..., c], kernel, mode="mirror") for c in range(3)], -1)
+    np.testing.assert_allclose(ours, ref, atol=2e-6)
+
+
+def test_gaussian_noise_has_the_drawn_sigma_and_grey_noise_is_one_plane():
+    flat = tf.fill([256, 256, 3], 0.5)
+    for gray in (0.0, 1.0):
+        noisy = R.gaussian_noise(R.Draws(tf.constant([1, 2])), flat, (12.0, 12.0), gray).numpy()
+        noise = (noisy - 0.5) * 255
+        assert abs(noise.std() - 12) < 0.3 and abs(noise.mean()) < 0.3
+        spread = np.abs(noise[..., 0] - noise[..., 1]).max()
+        assert (spread < 1e-4) if gray else (spread > 10)
+
+
+def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
+    """On an image of 256 distinct levels v = 256: noise = Poisson(256 x) / 256 - x, so its mean
+    is 0 and its variance E[x] / 256 (BasicSR's ``generate_poisson_noise_pt``)."""
+    ramp = np.repeat(np.linspace(0.2, 0.8, 256, dtype=np.float32)[None], 256, 0)
+    ramp[:, :128] = np.linspace(0, 1, 128 * 256).reshape(256, 128)  # all 256 levels present
+    image = tf.constant(np.repeat(ramp[..., None], 3, -1))
+    noisy = R.poisson_noise(R.Draws(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
+    rounded = np.round(image.numpy() * 255) / 255
+    noise = (noisy - rounded)[:, 128:]  # levels 0.2..0.8: no clipping
+    assert abs(noise.mean()) < 5e-4
+    assert abs(noise.var() / (rounded[:, 128:].mean() / 256) - 1) < 0.05
+
+
+# ------------------------------------------------------------------------------------------------
+# The whole degradation
+# ------------------------------------------------------------------------------------------------
+def test_degradation_is_a_function_of_each_elements_seed():
+    hr = tf.constant(np.repeat(crop(112)[None], 4, 0), tf.float32) / 255.0
+    seeds = R.image_seed(7, tf.range(4, dtype=tf.int64))
+    lr = R.degrade_batch(hr, S, seeds).numpy()
+    assert lr.shape == (4, 28, 28, 3) and lr.dtype == np.float32
+    assert lr.min() >= 0 and lr.max() <= 1 and np.abs(lr * 255 - np.round(lr * 255)).max() < 1e-4
+    np.testing.assert_array_equal(lr, R.degrade_batch(hr, S, seeds).numpy())  # same seeds
+    for i in range(4):  # the same crop, four elements: four different degradations
+        for j in range(i):
+            assert np.abs(lr[i] - lr[j]).mean() > 1 / 255
+    # an element's LR does not depend on its batch: element 2 alone, up to float32 rounding of
+    # the batched first blur (a rounding tie may move one level)
+    alone = R.degrade(hr[2], S, seeds[2]).numpy()
+    assert np.mean(np.abs(alone - lr[2]) > 0.5 / 255) < 0.01
+    other_seed = R.degrade_batch(hr, S, R.image_seed(8, tf.range(4, dtype=tf.int64))).numpy()
+    assert np.abs(other_seed - lr).mean() > 1 / 255
+
+
+def test_whole_images_of_any_size_and_the_set_seed():
+    image = crop(96)[:, :80]  # 96 x 80
+    deg = degradation_named("realesrgan")
+    lr = deg.lr_image(image, S, seed=3, index=1)
+    assert lr.shape == (24, 20, 3) and lr.dtype == np.uint8
+    np.testing.assert_array_equal(lr, deg.lr_image(image, S, seed=3, index=1))
+    assert not np.array_equal(lr, deg.lr_image(image, S, seed=3, index=2))
+
+
+def test_degradation_config_is_checked_with_the_key_named():
+    with pytest.raises(ConfigError, match=r"degradation.kernel_prob=.*sum to 1"):
+        degradation_named("realesrgan", "degradation.kernel_prob=[0.5,0.5,0,0,0,0.5]")
+    with pytest.raises(ConfigError, match=r"degradation.jpeg_range=.*1\.\.100"):
+        degradation_named("realesrgan", "degradation.jpeg_range=[30,120]")
+    with pytest.raises(ConfigError, match="unknown degradation 'jpeg': choose one of bicubic"):
+        degradation_named("jpeg")
+    with pytest.raises(Exception, match="kernel_size"):  # not a key of the schema-less group
+        degradation_named("realesrgan", "+degradation.kernel_size=3")
+
+
+# ------------------------------------------------------------------------------------------------
+# The data pipeline
+# ------------------------------------------------------------------------------------------------
+def _source(folders, tmp_path, mode, *overrides):
+    extra = (
+        (f"data.data_root={tmp_path / 'root'}", "data.num_shards=2") if mode == "tfrecord" else ()
+    )
+    cfg = compose(
+        f"data={mode}",
+        f"data.hr_dir={folders / 'train'}",
+        "data.val_dir=null",
+        "data.batch_size=4",
+        "data.deterministic=true",
+        *extra,
+        *overrides,
+    )
+    src = build_source(cfg)
+    src.prepare()
+    return src
+
+
+@pytest.mark.parametrize("mode", ["generator", "tfrecord"])
+@pytest.mark.parametrize(
+    "overrides, channels",
+    [
+        (("data.channels=rgb",), 3),
+        (("degradation=realesrgan",), 1),
+        (("degradation=realesrgan", "data.channels=rgb"), 3),
+    ],
+)
+def test_pairs_of_rgb_and_realesrgan_in_both_modes(folders, tmp_path, mode, overrides, channels):
+    src = _source(folders, tmp_path, mode, *overrides)
+    assert src.hr_channels == 3  # RGB crops in the pool and in the shards
+    lr, hr = next(iter(src.dataset()))
+    assert lr.shape == (4, 24, 24, channels) and hr.shape == (4, 96, 96, channels)
+    assert lr.dtype == hr.dtype == tf.float32
+    for x in (lr.numpy(), hr.numpy()):
+        assert 0 <= x.min() and x.max() <= 1
+    if channels == 3:  # RGB on the 8-bit grid; Y of the LR is unrounded (the model input)
+        assert np.abs(lr * 255 - np.round(lr * 255)).max() < 1e-3
+    if "realesrgan" not in str(overrides):  # the bicubic LR of each channel: its HR's
+        small = tf.image.resize(hr, (24, 24), "area").numpy()
+        assert np.abs(small - lr.numpy()).mean() < 0.01
+
+
+STRIPPED = (  # Real-ESRGAN's degradation reduced to its resizes: no blur, noise or JPEG loss
+    "degradation=realesrgan",
+    "data.channels=rgb",
+    "degradation.kernel_sizes=[3]",
+    "degradation.blur_sigma=[0.01,0.01]",
+    "degradation.blur_sigma2=[0.01,0.01]",
+    "degradation.sinc_prob=0",
+    "degradation.sinc_prob2=0",
+    "degradation.final_sinc_prob=0",
+    "degradation.resize_prob=[0,0,1]",
+    "degradation.resize_prob2=[0,0,1]",
+    "degradation.gaussian_noise_prob=1",
+    "degradation.gaussian_noise_prob2=1",
+    "degradation.noise_range=[0,0]",
+    "degradation.noise_range2=[0,0]",
+    "degradation.jpeg_range=[100,100]",
+    "degradation.jpeg_range2=[100,100]",
+)
+
+
+def test_the_degraded_lr_is_aligned_with_its_hr(folders, tmp_path):
+    """With every loss switched off the degradation is resizes alone: its LR is then within a
+    few grey levels of the bicubic LR of the same crop (an LR shifted by one pixel is not)."""
+    ours = _source(folders, tmp_path, "generator", *STRIPPED)
+    ref = _source(folders, tmp_path, "generator", "data.channels=rgb")
+    patches = next(iter(ours.patch_dataset(0)))
+    index = tf.constant(0, tf.int64)
+    lr, hr = ours.to_pairs(patches, index)
+    lr_ref, hr_ref = ref.to_pairs(patches, index)
+    np.testing.assert_array_equal(hr.numpy(), hr_ref.numpy())
+    a, b = lr.numpy()[:, 1:-1, 1:-1], lr_ref.numpy()
+    diffs = {
+        (dy, dx): np.abs(a - b[:, 1 + dy : 23 + dy, 1 + dx : 23 + dx]).mean() * 255
+        for dy in (-1, 0, 1)
+        for dx in (-1, 0, 1)
+    }
+    assert min(diffs, key=diffs.get) == (0, 0) and diffs[0, 0] < 4, diffs  # aligned, close
+
+
+def test_realesrgan_batches_are_seeded_per_element_and_resume_exactly(folders, tmp_path):
+    src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb")
+    batches = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
+    again = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
+    resumed = next(iter(src.dataset(2)))[0].numpy()
+    for a, b in zip(batches, again):
+        np.testing.assert_array_equal(a, b)  # the same seed: the same LR
+    np.testing.assert_array_equal(resumed, batches[2])  # a resume at batch 2 continues exactly
+    seeds = src.element_seeds(tf.zeros([4, 1]), tf.constant(2, tf.int64)).numpy()
+    np.testing.assert_array_equal(seeds[:, 1], [8, 9, 10, 11])  # elements 8..11 of the stream
+
+
+@pytest.mark.parametrize("mode", ["generator", "tfrecord"])
+def test_the_default_pipeline_is_untouched(folders, tmp_path, mode):
+    """degradation=bicubic with data.channels=y: Y crops, the pairs of ``make_pairs`` (the
+    project's operator, tested in test_pairs.py) and the stream identity of before."""
+    src = _source(folders, tmp_path, mode)
+    assert src.hr_channels == 1 and src.degradation.name == "bicubic"
+    assert "channels" not in src.stream_identity() and "degradation" not in src.stream_identity()
+    patches = next(iter(src.patch_dataset(0)))
+    ours = src.to_pairs(patches, tf.constant(0, tf.int64))
+    ref = make_pairs(
+        patches["hr"], S, src.margin, flip=True, seed=src.flip_seed(tf.constant(0, tf.int64))
+    )
+    for a, b in zip(ours, ref):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (("data.channels=bgr",), "data.channels='bgr': choose one of y, rgb"),
+        (("data.channels=rgb", "data.lr_from=rgb"), "drop data.lr_from"),
+        (("degradation=realesrgan", "data.lr_dir=/tmp"), "data.lr_dir=/tmp gives pre-made"),
+        (("data=sequence", "data.channels=rgb"), "data=sequence decodes to Y only"),
+    ],
+)
+def test_combinations_that_cannot_work_are_refused(folders, overrides, message):
+    cfg = compose(f"data.hr_dir={folders / 'train'}", "data.val_dir=null", *overrides)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        build_source(cfg)
