@@ -4,6 +4,7 @@
     python scripts/bench_data.py --quick          # smoke run (~2 min)
     python scripts/bench_data.py --folder DIR --out outputs/bench
     python scripts/bench_data.py --sequence       # data=sequence only (~5 min; = --only sequence)
+    python scripts/bench_data.py --degradation    # degradation=realesrgan against bicubic (~6 min)
 
 Every pipeline runs in its own subprocess (clean peak memory and CPU time), on the same folder
 (default: ``../shared/datasets/hr_sample`` re-encoded as PNG into a temporary folder, so that the
@@ -85,6 +86,10 @@ def run_worker(name: str, a) -> dict:
         from sr.bench.sequence_runs import run_sequence_worker
 
         return run_sequence_worker(name, a)
+    if name.startswith("deg_"):
+        from sr.bench.degradation_runs import run_deg_worker
+
+        return run_deg_worker(name, a)
     from sr.bench.pipeline_runs import run_worker as run_pipeline
 
     return run_pipeline(name, a)
@@ -158,6 +163,36 @@ def run_sequence_section(a) -> int:
     return 0
 
 
+def run_degradation_section(a, p) -> int:
+    """``--degradation``: the rows of ``sr.bench.degradation_runs``, each in its own process, on
+    ``--folder`` (default: the shared sample as PNG); writes ``bench_degradation.json``/``.md``."""
+    from sr.bench.degradation_runs import ALL_DEG_ROWS, report_degradation
+    from sr.bench.pipeline_report import machine
+    from sr.core.images import list_images
+
+    with tempfile.TemporaryDirectory(prefix="bench_degradation-") as tmp:
+        a.work = Path(tmp)
+        if a.folder is None:
+            if not SHARED_SAMPLE.is_dir():
+                p.error(f"{SHARED_SAMPLE} is absent: pass --folder DIR")
+            a.folder = reencode_png(SHARED_SAMPLE, a.work / "png")
+        res = {
+            "machine": machine(),
+            "folder": str(a.folder),
+            "n_images": len(list_images(a.folder)),
+        }
+        print("degradation rows:", flush=True)
+        rows = [n for n in ALL_DEG_ROWS if not a.only or n in a.only]
+        res["pipelines"] = {n: spawn(n, a) for n in rows}
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "bench_degradation.json").write_text(json.dumps(res, indent=1))
+    if not a.only:
+        table = report_degradation(res)
+        (a.out / "bench_degradation.md").write_text(table + "\n")
+        print(f"\n{table}\n\nwrote {a.out}/bench_degradation.json, bench_degradation.md")
+    return 0
+
+
 def run_images(a, p) -> dict:
     """The image pipelines, the files decoded alone and the sweep, each in its own process, on
     ``--folder`` (default: the shared sample re-encoded as PNG into a temporary folder)."""
@@ -220,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="folder of sorted sequences (default: 32 x 40 frames of 1296 x 864 from real photos)",
     )
+    p.add_argument("--degradation", action="store_true", help="only the degradation section")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--warmup", type=int, default=None, help=argparse.SUPPRESS)
@@ -239,6 +275,8 @@ def main(argv=None) -> int:
         return 0
     if a.sequence or a.only == ["sequence"]:
         return run_sequence_section(a)
+    if a.degradation:
+        return run_degradation_section(a, p)
     res = run_images(a, p)
     if a.only:
         print(json.dumps(res, indent=1))

@@ -92,11 +92,11 @@ def test_sinc_kernel_is_the_circular_low_pass():
 
 
 def test_random_kernels_sum_to_one_on_a_centred_odd_square():
-    draws = R.Draws(tf.constant([3, 4], tf.int64), count=4096)
-    stage = R.Params().stage(1)
+    """60 kernels drawn at once (a batch): each sums to 1 on a centred odd square."""
+    seeds = R.image_seed(3, tf.range(60, dtype=tf.int64))
+    first, second, final = (k.numpy() for k in R.kernels(seeds, R.Params()))
     sides = set()
-    for _ in range(60):
-        k = R.random_kernel(draws, stage, R.Params().kernel_sizes).numpy()
+    for k in (*first, *second):
         assert abs(k.sum() - 1) < 1e-5
         rows = np.flatnonzero(np.abs(k).sum(1) > 0)
         side = rows[-1] - rows[0] + 1
@@ -104,6 +104,11 @@ def test_random_kernels_sum_to_one_on_a_centred_odd_square():
         np.testing.assert_allclose(k, k[::-1, ::-1], atol=1e-6)  # point-symmetric
         sides.add(side)
     assert len(sides) >= 5  # the side is drawn
+    pulses = sum(np.count_nonzero(k) == 1 for k in final)  # no final sinc: 1 - 0.8 of them
+    assert 3 <= pulses <= 25
+    # the same seed, alone: the same kernel (a function of the image's seed, not of the batch)
+    alone = R.kernels(seeds[7:8], R.Params())[0].numpy()[0]
+    np.testing.assert_allclose(alone, first[7], atol=1e-7)
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -124,7 +129,9 @@ def test_blur_is_a_reflect_101_correlation(batched):
 def test_gaussian_noise_has_the_drawn_sigma_and_grey_noise_is_one_plane():
     flat = tf.fill([256, 256, 3], 0.5)
     for gray in (0.0, 1.0):
-        noisy = R.gaussian_noise(R.Draws(tf.constant([1, 2])), flat, (12.0, 12.0), gray).numpy()
+        noisy = R.gaussian_noise(
+            R.Draws.from_seed(tf.constant([1, 2])), flat, (12.0, 12.0), gray
+        ).numpy()
         noise = (noisy - 0.5) * 255
         assert abs(noise.std() - 12) < 0.3 and abs(noise.mean()) < 0.3
         spread = np.abs(noise[..., 0] - noise[..., 1]).max()
@@ -137,7 +144,7 @@ def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
     ramp = np.repeat(np.linspace(0.2, 0.8, 256, dtype=np.float32)[None], 256, 0)
     ramp[:, :128] = np.linspace(0, 1, 128 * 256).reshape(256, 128)  # all 256 levels present
     image = tf.constant(np.repeat(ramp[..., None], 3, -1))
-    noisy = R.poisson_noise(R.Draws(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
+    noisy = R.poisson_noise(R.Draws.from_seed(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
     rounded = np.round(image.numpy() * 255) / 255
     noise = (noisy - rounded)[:, 128:]  # levels 0.2..0.8: no clipping
     assert abs(noise.mean()) < 5e-4

@@ -152,50 +152,75 @@ def _check_params(p: Params) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Random draws: every one from its own stateless seed, split from the image's seed
+# Random draws: the scalars of an image from one vector of uniforms, its noise fields from seeds
 # ------------------------------------------------------------------------------------------------
 class Draws:
-    """Stateless random numbers from one seed, each draw from its own split of it.
+    """The random numbers of one image (or of a batch of images, one per image): scalar draws
+    taken in turn from a vector of uniforms drawn once (one op instead of one per draw), the
+    noise fields from seeds folded from the image's seed.
 
     Args:
-        seed: int32/int64 ``[2]`` tensor, the image's seed.
-        count: the most draws that will be taken.
+        uniforms: float32 ``[..., K]`` uniforms in [0, 1): K draws per image.
+        seed: int64 ``[2]`` seed of the image's noise fields (:meth:`seed`), or None for a batch
+            (kernels only).
     """
 
-    def __init__(self, seed, count: int = 64):
-        self.seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), count)
-        self.n = 0
+    def __init__(self, uniforms: tf.Tensor, seed=None):
+        self.u, self.key = uniforms, seed
+        self.n = self.k = 0
+
+    @classmethod
+    def from_seed(cls, seed, count: int = 64) -> Draws:
+        """The draws of one image from its int ``[2]`` seed: ``count`` uniforms."""
+        seed = tf.cast(seed, tf.int64)
+        return cls(tf.random.stateless_uniform([count], seed), seed)
+
+    def next(self) -> tf.Tensor:
+        """The next unused uniform, float32 ``[...]``.
+
+        Raises:
+            IndexError: when more than K were taken (a programming error: raise the count).
+        """
+        if self.n >= self.u.shape[-1]:
+            raise IndexError(f"only {self.u.shape[-1]} draws were made")
+        self.n += 1
+        return self.u[..., self.n - 1]
 
     def seed(self) -> tf.Tensor:
-        """The next unused seed, int64 ``[2]``."""
-        s = self.seeds[self.n]
-        self.n += 1
-        return s
+        """A fresh int64 ``[2]`` seed folded from the image's seed (for a noise field)."""
+        self.k += 1
+        return tf.random.experimental.stateless_fold_in(self.key, self.k)
 
     def fork(self, count: int = 8) -> Draws:
-        """Draws of their own from the next seed (for one branch of a ``tf.cond``)."""
-        return Draws(self.seed(), count)
+        """Draws of their own from a fresh seed (for one branch of a ``tf.cond``)."""
+        return Draws.from_seed(self.seed(), count)
 
     def uniform(self, low=0.0, high=1.0) -> tf.Tensor:
-        """float32 scalar uniform in [low, high)."""
-        return tf.random.stateless_uniform([], self.seed(), low, high)
+        """float32 ``[...]`` uniform in [low, high)."""
+        return low + (high - low) * self.next()
 
     def chance(self, p: float) -> tf.Tensor:
-        """bool scalar, true with probability ``p``."""
-        return self.uniform() < p
+        """bool ``[...]``, true with probability ``p``."""
+        return self.next() < p
 
     def choice(self, probs) -> tf.Tensor:
-        """int32 scalar index drawn with probabilities ``probs``."""
-        logits = tf.math.log(tf.constant([probs], tf.float32))
-        return tf.cast(tf.random.stateless_categorical(logits, 1, self.seed())[0, 0], tf.int32)
+        """int32 ``[...]`` index drawn with probabilities ``probs`` (by the cumulative sums)."""
+        edges = tf.constant(np.cumsum(probs)[:-1], tf.float32)
+        return tf.reduce_sum(tf.cast(self.next()[..., tf.newaxis] >= edges, tf.int32), -1)
 
     def beta(self, low: float, high: float) -> tf.Tensor:
         """Real-ESRGAN's shape parameter: uniform in [low, 1) or [1, high), one half each."""
-        return tf.where(self.chance(0.5), self.uniform(low, 1.0), self.uniform(1.0, high))
+        below, a, b = self.chance(0.5), self.uniform(low, 1.0), self.uniform(1.0, high)
+        return tf.where(below, a, b)
+
+
+def _map(x) -> tf.Tensor:
+    """A per-image value ``[...]`` as ``[..., 1, 1]``, to broadcast over a kernel's grid."""
+    return tf.convert_to_tensor(x, tf.float32)[..., tf.newaxis, tf.newaxis]
 
 
 # ------------------------------------------------------------------------------------------------
-# Kernels (BasicSR ``degradations.py``), on the 21 x 21 grid
+# Kernels (BasicSR ``degradations.py``), on the 21 x 21 grid; any leading batch shape
 # ------------------------------------------------------------------------------------------------
 def _grid() -> tuple[tf.Tensor, tf.Tensor]:
     """float32 ``[21, 21]`` x (column) and y (row) offsets from the centre, as BasicSR's
@@ -206,19 +231,22 @@ def _grid() -> tuple[tf.Tensor, tf.Tensor]:
 
 
 def _crop_to(kernel: tf.Tensor, size) -> tf.Tensor:
-    """``kernel`` [21, 21] zero outside its central ``size`` x ``size``, normalised to sum 1 (a
-    kernel of that side padded to 21, as the official code pads)."""
+    """``kernel`` ``[..., 21, 21]`` zero outside its central ``size`` x ``size`` (``size``
+    ``[...]``), normalised to sum 1 (a kernel of that side padded to 21, as the official code
+    pads)."""
     xx, yy = _grid()
-    half = tf.cast(size // 2, tf.float32)
+    half = _map(tf.cast(tf.cast(size, tf.int32) // 2, tf.float32))
     inside = tf.logical_and(tf.abs(xx) <= half, tf.abs(yy) <= half)
     kernel = tf.where(inside, kernel, 0.0)
-    return kernel / tf.reduce_sum(kernel)
+    return kernel / tf.reduce_sum(kernel, axis=[-2, -1], keepdims=True)
 
 
 def quadratic_form(sigma_x, sigma_y, theta) -> tf.Tensor:
     """``[x y] Sigma^-1 [x y]^T`` on the grid, ``Sigma = R diag(sx^2, sy^2) R^T`` with R the
-    rotation by ``theta`` (radians): BasicSR's ``sigma_matrix2`` and ``pdf2``. float32 [21, 21]."""
+    rotation by ``theta`` (radians): BasicSR's ``sigma_matrix2`` and ``pdf2``. float32
+    ``[..., 21, 21]`` for ``[...]`` parameters."""
     xx, yy = _grid()
+    sigma_x, sigma_y, theta = _map(sigma_x), _map(sigma_y), _map(theta)
     c, s = tf.cos(theta), tf.sin(theta)
     a, b = 1.0 / tf.square(sigma_x), 1.0 / tf.square(sigma_y)  # inverse in the rotated frame
     inv_xx = c * c * a + s * s * b
@@ -234,65 +262,67 @@ def gaussian_kernel(size, sigma_x, sigma_y, theta) -> tf.Tensor:
 
 def generalized_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
     """Generalized Gaussian ``exp(-(q^beta) / 2)`` (BasicSR's ``bivariate_generalized_Gaussian``;
-    beta = 1 is the Gaussian), padded to 21, sums to 1. float32 [21, 21]."""
+    beta = 1 is the Gaussian), padded to 21, sums to 1. float32 ``[..., 21, 21]``."""
     q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(tf.exp(-0.5 * tf.pow(q, beta)), size)
+    return _crop_to(tf.exp(-0.5 * tf.pow(q, _map(beta))), size)
 
 
 def plateau_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
     """Plateau ``1 / (1 + q^beta)`` (BasicSR's ``bivariate_plateau``), padded to 21, sums to 1.
-    float32 [21, 21]."""
+    float32 ``[..., 21, 21]``."""
     q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(1.0 / (1.0 + tf.pow(q, beta)), size)
+    return _crop_to(1.0 / (1.0 + tf.pow(q, _map(beta))), size)
 
 
 def sinc_kernel(size, cutoff) -> tf.Tensor:
     """2-D circular low-pass ``w_c J1(w_c r) / (2 pi r)``, ``w_c^2 / (4 pi)`` at the centre
     (BasicSR's ``circular_lowpass_kernel``; ``cutoff`` w_c in radians, pi = no filtering of the
-    sampled band), side ``size`` padded to 21, sums to 1. float32 [21, 21]."""
+    sampled band), side ``size`` padded to 21, sums to 1. float32 ``[..., 21, 21]``."""
     xx, yy = _grid()
     r = tf.sqrt(xx * xx + yy * yy)
     safe = tf.where(r > 0, r, 1.0)
+    cutoff = _map(cutoff)
     k = cutoff * tf.math.special.bessel_j1(cutoff * safe) / (2.0 * math.pi * safe)
     k = tf.where(r > 0, k, tf.square(cutoff) / (4.0 * math.pi))
     return _crop_to(k, size)
+
+
+def _side(draws: Draws, sizes) -> tf.Tensor:
+    """A kernel side drawn uniformly from ``sizes``, int32 ``[...]``."""
+    return tf.gather(tf.constant(sizes, tf.int32), draws.choice([1 / len(sizes)] * len(sizes)))
 
 
 def random_kernel(draws: Draws, stage: dict, sizes) -> tf.Tensor:
     """One stage's blur kernel (``realesrgan_dataset.py``): a side drawn from ``sizes``; with
     ``sinc_prob`` a sinc of cutoff in [pi/3, pi] (side < 13) or [pi/5, pi]; else a family drawn by
     ``kernel_prob`` with sigmas from ``blur_sigma``, angle in [-pi, pi] (anisotropic ones) and
-    beta from ``betag_range`` / ``betap_range``. float32 [21, 21], sums to 1."""
-    size = tf.gather(tf.constant(sizes, tf.int32), draws.choice([1 / len(sizes)] * len(sizes)))
-    family = draws.choice(stage["kernel_prob"])
+    beta from ``betag_range`` / ``betap_range``. float32 ``[..., 21, 21]``, each sums to 1."""
+    size, family = _side(draws, sizes), draws.choice(stage["kernel_prob"])
     lo, hi = stage["blur_sigma"]
-    sigma_x = draws.uniform(lo, hi)
+    sigma_x, sigma_y, theta = draws.uniform(lo, hi), draws.uniform(lo, hi), draws.uniform()
     aniso = tf.equal(family % 2, 1)  # the *_aniso entries of KERNEL_TYPES
-    sigma_y = tf.where(aniso, draws.uniform(lo, hi), sigma_x)
-    theta = tf.where(aniso, draws.uniform(-math.pi, math.pi), 0.0)
+    sigma_y = tf.where(aniso, sigma_y, sigma_x)
+    theta = tf.where(aniso, theta * 2 * math.pi - math.pi, 0.0)
     q = quadratic_form(sigma_x, sigma_y, theta)
+    betag, betap = _map(draws.beta(*stage["betag_range"])), _map(draws.beta(*stage["betap_range"]))
     kernels = tf.stack(
-        [
-            tf.exp(-0.5 * q),
-            tf.exp(-0.5 * tf.pow(q, draws.beta(*stage["betag_range"]))),
-            1.0 / (1.0 + tf.pow(q, draws.beta(*stage["betap_range"]))),
-        ]
+        [tf.exp(-0.5 * q), tf.exp(-0.5 * tf.pow(q, betag)), 1.0 / (1.0 + tf.pow(q, betap))], -3
     )
-    kernel = _crop_to(kernels[family // 2], size)
+    weights = tf.one_hot(family // 2, 3)[..., tf.newaxis, tf.newaxis]  # Gaussian, gen., plateau
+    kernel = _crop_to(tf.reduce_sum(kernels * weights, -3), size)
     low = tf.where(size < 13, math.pi / 3, math.pi / 5)
     sinc = sinc_kernel(size, low + draws.uniform() * (math.pi - low))
-    return tf.where(draws.chance(stage["sinc_prob"]), sinc, kernel)
+    use_sinc = draws.chance(stage["sinc_prob"])[..., tf.newaxis, tf.newaxis]
+    return tf.where(use_sinc, sinc, kernel)
 
 
 def final_sinc(draws: Draws, p: Params) -> tf.Tensor:
     """The final sinc filter: with ``final_sinc_prob`` a sinc of a drawn side and cutoff in
-    [pi/3, pi], else the identity (a centred pulse). float32 [21, 21]."""
-    sizes = p.kernel_sizes
-    size = tf.gather(tf.constant(sizes, tf.int32), draws.choice([1 / len(sizes)] * len(sizes)))
-    sinc = sinc_kernel(size, draws.uniform(math.pi / 3, math.pi))
+    [pi/3, pi], else the identity (a centred pulse). float32 ``[..., 21, 21]``."""
+    sinc = sinc_kernel(_side(draws, p.kernel_sizes), draws.uniform(math.pi / 3, math.pi))
     pulse = tf.one_hot(KERNEL_SIZE // 2, KERNEL_SIZE)
     pulse = pulse[:, tf.newaxis] * pulse[tf.newaxis, :]
-    return tf.where(draws.chance(p.final_sinc_prob), sinc, pulse)
+    return tf.where(draws.chance(p.final_sinc_prob)[..., tf.newaxis, tf.newaxis], sinc, pulse)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -431,11 +461,26 @@ def _stage(draws: Draws, image, stage: dict, kernel, blur_prob: float, base) -> 
     return random_jpeg(draws, image, stage["jpeg_range"])
 
 
-def kernels(seed, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """The three kernels of an image (``realesrgan_dataset.py``): the first and second stages'
-    blurs (:func:`random_kernel`) and the final sinc (:func:`final_sinc`), each float32
-    [21, 21], from the image's seed (int ``[2]``)."""
-    draws = Draws(tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), 1))
+KERNEL_DRAWS = 32  # uniforms per image for its three kernels (29 are taken)
+
+
+def kernels(seeds, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The three kernels of each image (``realesrgan_dataset.py``): the first and second stages'
+    blurs (:func:`random_kernel`) and the final sinc (:func:`final_sinc`), float32
+    ``[B, 21, 21]`` each, computed for the whole batch at once from the images' uniforms.
+
+    Args:
+        seeds: int ``[B, 2]``, the images' seeds.
+    """
+    seeds = tf.cast(seeds, tf.int64)
+    uniforms = tf.map_fn(
+        lambda s: tf.random.stateless_uniform(
+            [KERNEL_DRAWS], tf.random.experimental.stateless_fold_in(s, 1)
+        ),
+        seeds,
+        fn_output_signature=tf.TensorSpec([KERNEL_DRAWS], tf.float32),
+    )
+    draws = Draws(uniforms)
     return (
         random_kernel(draws, params.stage(1), params.kernel_sizes),
         random_kernel(draws, params.stage(2), params.kernel_sizes),
@@ -446,7 +491,7 @@ def kernels(seed, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 def _after_first_blur(x, seed, kernel2, sinc, out_size, params: Params) -> tf.Tensor:
     """Steps after the first blur of one image ``[H, W, 3]``: the first stage's resize, noise
     and JPEG, the second stage, the final sinc and JPEG in random order, 8-bit rounding."""
-    draws = Draws(tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), 2))
+    draws = Draws.from_seed(tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), 2))
     one, two = params.stage(1), params.stage(2)
     x = random_resize(draws, x, one, tf.cast(tf.shape(x)[:2], tf.float32))
     x = random_jpeg(draws, random_noise(draws, x, one), one["jpeg_range"])
@@ -484,10 +529,7 @@ def degrade_batch(hr: tf.Tensor, scale: int, seeds, params: Params = Params()) -
     """
     hr = tf.convert_to_tensor(hr, tf.float32)
     seeds = tf.cast(seeds, tf.int64)
-    spec = tf.TensorSpec([KERNEL_SIZE, KERNEL_SIZE], tf.float32)
-    k1, k2, sinc = tf.map_fn(
-        lambda s: kernels(s, params), seeds, fn_output_signature=(spec, spec, spec)
-    )
+    k1, k2, sinc = kernels(seeds, params)
     x = blur_batch(hr, k1)
     out_size = tf.shape(hr)[1:3] // scale
     out = tf.map_fn(
