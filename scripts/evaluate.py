@@ -3,6 +3,11 @@
     python scripts/evaluate.py <run dir> <folder> [<folder> ...] [--checkpoint best|last|ckpt-N]
         [--out DIR] [--sequences] [--weights auto|ema|live]
     python scripts/evaluate.py bicubic <folder> [<folder> ...] --scale 4 [--out DIR] [--sequences]
+        [--rgb]
+    python scripts/evaluate.py <run dir>|bicubic <folder> [<folder> ...] --lr-dir DIR
+        [--lr-dir DIR ...]
+    python scripts/evaluate.py <run dir>|bicubic <folder> [<folder> ...] --degradation NAME
+        --save-lr DIR [--save-lr DIR ...] [--seed S]
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
 ``sr.evaluation`` (the trainer's validation: PSNR and SSIM on Y, ``scale`` pixels of border
@@ -12,11 +17,30 @@ scalars ``eval/<folder>/<metric>`` at the checkpoint's step into ``<run>/tb`` (`
 bicubic), and prints a markdown table (a model row and a bicubic row per folder). The schemas are
 documented in ``sr/results.py``, which does the work.
 
+RGB runs (``data.channels=rgb``: the model reads R, G, B) are scored on Y of their 8-bit output,
+as Y runs are, and also report RGB PSNR (``psnr_rgb`` and bicubic's ``psnr_rgb_bicubic``, over R,
+G and B with the same border crop; an extra column of the table and the CSV). ``--rgb`` adds
+bicubic's RGB PSNR to a ``bicubic`` evaluation (a Y run has no RGB output: refused).
+
+Paired evaluation. ``--lr-dir DIR`` scores the model and bicubic on the given LR images instead
+of making them: the LR of ``<stem>.<ext>`` is the file of the same stem (``.png``, ``.jpg`` or
+``.jpeg``) or ``<stem>x<s>.png`` (DIV2K) in DIR, exactly ``(H / s) x (W / s)`` for the HR cropped
+to a multiple of s. Give ``--lr-dir`` once per HR folder, in the same order. Every pair of every
+folder is checked before anything is scored; a missing, ambiguous or wrongly sized LR image is
+an error naming the HR image, the names looked for or the sizes, and the fix.
+
+Degraded test sets. ``--degradation NAME --save-lr DIR`` (NAME: ``conf/degradation/<NAME>.yaml``,
+``bicubic`` or ``realesrgan``) first writes the LR of every HR image of the folder into DIR
+(``<stem>.png``, image i of the folder in name order degraded with ``(--seed, i)``: the same
+seed gives the same set), refusing to overwrite any file there, then scores on it as with
+``--lr-dir DIR``; ``--save-lr`` once per HR folder. To make a set without a run, use the
+``bicubic`` method (``--scale`` s): it writes the set and scores bicubic on it.
+
 Checkpoint. ``--checkpoint best`` (the default where the run has ``checkpoints/best``: the best
 validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=`` continues) or
 ``ckpt-N`` (``sr.train.checkpoint.find_checkpoint``). The output names the one scored: a line
 above the table, ``"checkpoint_label"`` in every folder of ``results.json`` (``"checkpoint"``
-stays its path) and a last ``checkpoint`` column in ``results.csv``: ``best (ckpt-4000)``, ``last
+stays its path) and a ``checkpoint`` column in ``results.csv``: ``best (ckpt-4000)``, ``last
 (ckpt-8000)`` or ``ckpt-6000`` (empty for bicubic).
 
 Weights. A run trained with ``train.ema`` has averaged weights beside the trained ones in every
@@ -44,11 +68,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.core.images import ImageFolderError  # noqa: E402
+from sr.evaluation import input_channels  # noqa: E402
 from sr.inference import run_window  # noqa: E402
 from sr.results import (  # noqa: E402
     BICUBIC,
+    check_lr_set,
     evaluate,
     markdown_table,
+    save_lr_set,
     write_results,
     write_tensorboard,
 )
@@ -85,57 +112,161 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the folders hold one subfolder of frames per sequence: score every frame, with "
         "per-sequence rows (implied for a data=sequence run)",
     )
+    parser.add_argument(
+        "--rgb",
+        action="store_true",
+        help="bicubic: report RGB PSNR too (an RGB run always does)",
+    )
+    parser.add_argument(
+        "--lr-dir",
+        action="append",
+        metavar="DIR",
+        help="score on the LR images of DIR (<stem>.png/.jpg/.jpeg or <stem>x<s>.png) instead of "
+        "making them; once per HR folder, in order",
+    )
+    parser.add_argument(
+        "--degradation",
+        metavar="NAME",
+        help="make the LR of every HR image with this degradation (bicubic, realesrgan) into "
+        "--save-lr, then score on it",
+    )
+    parser.add_argument("--seed", type=int, help="seed of --degradation (default 0)")
+    parser.add_argument(
+        "--save-lr",
+        action="append",
+        metavar="DIR",
+        help="new folder for the LR set of --degradation; once per HR folder, in order",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
+
+
+def load_method(args: argparse.Namespace) -> dict:
+    """The method scored: ``{"model", "scale", "step", "checkpoint", "label", "chosen",
+    "window", "out", "tb_dir"}`` (``model`` None for bicubic).
+
+    Raises:
+        RunDirError, ValueError: for a bad run or arguments (naming the fix).
+    """
+    if args.run == BICUBIC:
+        if args.checkpoint or args.weights != "auto":
+            raise ValueError("--checkpoint and --weights apply to a run directory, not to bicubic")
+        if not args.scale:
+            raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
+        model, scale, step, checkpoint, chosen = None, args.scale, 0, None, None
+        window = (1, 1, 0) if args.sequences else None
+        out = Path(args.out or f"outputs/bicubic_x{scale}")
+        tb_dir = out / "tb"
+    else:
+        run = Path(args.run)
+        model, cfg, step = load_model_from_run(run, args.checkpoint, args.weights)
+        checkpoint, chosen = find_checkpoint(run, args.checkpoint), model.sr_checkpoint
+        scale = int(cfg.data.scale)
+        if args.scale and args.scale != scale:
+            raise ValueError(
+                f"run {run} was trained at x{scale}; --scale {args.scale} applies to bicubic "
+                "only (drop it, or evaluate a run of that scale)"
+            )
+        if args.rgb and input_channels(model) == 1:
+            raise ValueError(
+                f"run {run} is a Y-channel model, with no RGB output: --rgb applies to bicubic "
+                "(an RGB run reports RGB PSNR always); drop it"
+            )
+        out, tb_dir = Path(args.out) if args.out else run, run / "tb"
+        window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
+    label = BICUBIC if model is None else model_label(model)
+    return dict(
+        model=model,
+        scale=scale,
+        step=step,
+        checkpoint=checkpoint,
+        label=label,
+        chosen=chosen,
+        window=window,
+        out=out,
+        tb_dir=tb_dir,
+    )
+
+
+def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
+    """The LR folders to score on (None: LR made by the protocol); with ``--degradation`` the
+    sets are written first (every folder checked before any is written).
+
+    Raises:
+        ValueError, ConfigError: for inconsistent flags or an unknown degradation, an LR folder
+            that would be overwritten (nothing is written).
+    """
+    if args.degradation is None:
+        if args.save_lr or args.seed is not None:
+            raise ValueError("--save-lr and --seed apply to --degradation NAME: add it")
+        return args.lr_dir
+    if args.lr_dir:
+        raise ValueError(
+            "--lr-dir scores an existing LR set and --degradation makes one: give one of them"
+        )
+    if len(args.save_lr or ()) != len(args.folders):
+        raise ValueError(
+            f"--degradation needs --save-lr DIR once per HR folder ({len(args.folders)}, in "
+            "order): the degraded LR set is written there, then scored"
+        )
+    if len({Path(d).expanduser().resolve() for d in args.save_lr}) != len(args.save_lr):
+        raise ValueError("--save-lr folders must differ: give one new folder per HR folder")
+    degradation = sr.config.degradation_named(args.degradation)
+    for folder, out in zip(args.folders, args.save_lr):
+        check_lr_set(folder, out, scale)
+    seed = 0 if args.seed is None else args.seed
+    for folder, out in zip(args.folders, args.save_lr):
+        save_lr_set(degradation, folder, out, scale, seed, progress=not args.no_progress)
+        print(f"wrote the {degradation.name} LR set of {folder} (seed {seed}, x{scale}) to {out}")
+    return args.save_lr
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        if args.run == BICUBIC:
-            if args.checkpoint or args.weights != "auto":
-                raise ValueError(
-                    "--checkpoint and --weights apply to a run directory, not to bicubic"
-                )
-            if not args.scale:
-                raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
-            model, scale, step, checkpoint, label = None, args.scale, 0, None, BICUBIC
-            chosen = None
-            window = (1, 1, 0) if args.sequences else None
-            out = Path(args.out or f"outputs/bicubic_x{scale}")
-            tb_dir = out / "tb"
-        else:
-            run = Path(args.run)
-            model, cfg, step = load_model_from_run(run, args.checkpoint, args.weights)
-            checkpoint = find_checkpoint(run, args.checkpoint)
-            scale, label, chosen = int(cfg.data.scale), model_label(model), model.sr_checkpoint
-            if args.scale and args.scale != scale:
-                raise ValueError(
-                    f"run {run} was trained at x{scale}; --scale {args.scale} applies to bicubic "
-                    "only (drop it, or evaluate a run of that scale)"
-                )
-            out, tb_dir = Path(args.out) if args.out else run, run / "tb"
-            window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
+        m = load_method(args)
+        if m["window"] is not None and (args.lr_dir or args.degradation):
+            raise ValueError(
+                "--lr-dir and --degradation apply to folders of images, not sequences"
+            )
+        lr_dirs = lr_folders(args, m["scale"])
         results = evaluate(
-            model,
+            m["model"],
             args.folders,
-            scale,
-            label,
-            step,
-            checkpoint,
+            m["scale"],
+            m["label"],
+            m["step"],
+            m["checkpoint"],
             progress=not args.no_progress,
-            sequences=window,
+            sequences=m["window"],
+            lr_dirs=lr_dirs,
+            rgb=True if args.rgb else None,
         )
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2
     for entry in results.values():
-        entry["checkpoint_label"] = chosen
-    json_path, csv_path = write_results(results, out)
-    write_tensorboard(results, tb_dir, step)
-    if chosen is not None:
-        print(f"{label} of {args.run}: checkpoint {chosen}, step {step}")
+        entry["checkpoint_label"] = m["chosen"]
+        if args.degradation:
+            entry.update(degradation=args.degradation, seed=args.seed or 0)
+    json_path, csv_path = write_results(results, m["out"])
+    write_tensorboard(results, m["tb_dir"], m["step"])
+    report(args, m, results)
+    print(f"\nwrote {json_path}, {csv_path}, TensorBoard {m['tb_dir']} (step {m['step']})")
+    return 0
+
+
+def report(args: argparse.Namespace, m: dict, results: dict) -> None:
+    """Print the protocol lines and the markdown table."""
+    scale, window = m["scale"], m["window"]
+    if m["chosen"] is not None:
+        print(f"{m['label']} of {args.run}: checkpoint {m['chosen']}, step {m['step']}")
     print(f"x{scale}, Y channel (BT.601), {scale}-pixel border crop")
+    if any("psnr_rgb_bicubic" in r for r in results.values()):
+        print(f"RGB PSNR: over R, G and B of the 8-bit output, {scale}-pixel border crop")
+    for name, r in results.items():
+        if "lr_dir" in r:
+            print(f"{name}: scored on the LR images of {r['lr_dir']} (paired by name)")
     if window is not None:
         frames, stride, target = window
         how = (
@@ -150,8 +281,6 @@ def main(argv=None) -> int:
         )
     print()
     print(markdown_table(results))
-    print(f"\nwrote {json_path}, {csv_path}, TensorBoard {tb_dir} (step {step})")
-    return 0
 
 
 if __name__ == "__main__":

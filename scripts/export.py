@@ -5,7 +5,8 @@
 
 The SavedModel's ``serving_default`` signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3)
 and returns ``sr``: uint8 RGB ``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.601) through the
-model, Cb and Cr by the project's bicubic, back to RGB, rounded. It is the graph of
+model, Cb and Cr by the project's bicubic, back to RGB, rounded; for an RGB run
+(``data.channels=rgb``) R, G and B through the model, rounded. It is the graph of
 ``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
 The weights are the run's averaged ones when it was trained with ``train.ema`` (``--weights live``
 for the trained ones); ``weights.txt`` in the folder says which (``<model>+ema`` for averaged),

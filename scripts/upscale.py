@@ -3,14 +3,15 @@
     python scripts/upscale.py <run dir> <input image or folder> <output path or folder>
         [--checkpoint best|last|ckpt-N] [--weights auto|ema|live] [--tile 256] [--overlap N]
 
-Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic; the output has
-exactly ``scale`` times the input's width and height (17x23 gives 68x92 at x4). Gray, gray + alpha,
-RGB and RGBA images keep their mode; palette images come out RGB (RGBA when transparent), 16-bit
-gray comes out 8-bit gray, CMYK comes out RGB. The EXIF orientation is applied (a portrait phone
-photo comes out upright). The output format follows the output's suffix (a folder keeps each
-input's file name). On a folder, images that cannot be read (corrupt, or larger than
-``SR_MAX_IMAGE_PIXELS``, see ``sr.core.images``) are listed at the end (exit code 1); the others
-are still written. The last line names the weights, step and checkpoint (``--checkpoint``) used.
+Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic (an RGB run: R, G, B
+through the model, see ``sr.inference``); the output has exactly ``scale`` times the input's width
+and height (17x23 gives 68x92 at x4). Gray, gray + alpha, RGB and RGBA images keep their mode;
+palette images come out RGB (RGBA when transparent), 16-bit gray comes out 8-bit gray, CMYK comes
+out RGB. The EXIF orientation is applied (a portrait phone photo comes out upright). The output
+format follows the output's suffix (a folder keeps each input's file name). On a folder, images
+that cannot be read (corrupt, or larger than ``SR_MAX_IMAGE_PIXELS``, see ``sr.core.images``) are
+listed at the end (exit code 1); the others are still written. The last line names the weights,
+step and checkpoint (``--checkpoint``) used.
 
 Images larger than ``--tile`` input pixels are processed in overlapping tiles, so memory stays
 bounded; the overlap defaults to the model's receptive field, which makes the tiled result equal
@@ -212,9 +213,7 @@ def upscale_sequences(
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="upscale.py", description="Upscale images (Y by the model, chroma and alpha bicubic)."
-    )
+    parser = argparse.ArgumentParser(prog="upscale.py", description="Upscale images by a run.")
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
     parser.add_argument(
         "input",

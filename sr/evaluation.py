@@ -29,6 +29,24 @@ scored against frame t's HR, and the bicubic baseline is frame t's own. Means: p
 mean over its frames; the folder's figures are the mean over sequences of those means (each
 sequence counts once whatever its length), the convention of video SR tables such as Vid4 in
 EDVR and BasicVSR. Only the frames the coming windows need are held, about ``(k - 1) s + 1``.
+
+RGB models (:func:`input_channels` 3: float32 ``[B, h, w, 3]`` in [0, 1] to ``[B, s h, s w, 3]``).
+Step 3 becomes: the model super-resolves the 8-bit RGB LR divided by 255 and its output is rounded
+to 8 bits (the SR image ``scripts/upscale.py`` writes); Y of that SR image is scored by step 5
+exactly as for a Y model. A gray HR image stays gray, its own Y as above: the model reads its LR
+replicated to R, G and B, and the SR image is the gray :func:`gray_of` the output (the gray
+whose replication has the output's Y, as ``sr.inference`` writes a gray image), rounded. RGB
+models and, on request, bicubic alone (``rgb=True``) also report :data:`RGB_METRICS`: PSNR over
+R, G and B of the 8-bit SR (and of the 8-bit bicubic upscale) against the cropped HR, ``scale``
+border pixels cropped (:func:`psnr_rgb`; a gray image's is its gray PSNR). Y models report them
+never: their figures are exactly those of Y-only evaluation.
+
+Paired evaluation (``lr_files`` of :func:`evaluate_images`, matched by :func:`match_lr_files`):
+step 2 is replaced by given 8-bit LR images, each exactly ``(H / s) x (W / s)`` for the HR cropped
+by step 1 (a real-world or degraded test set); the model and bicubic both upscale the given LR.
+An LR whose channels differ from the HR's is brought to them: a gray LR is replicated for an RGB
+HR, an RGB LR of a gray HR becomes its :func:`gray_of`, rounded. With LR made by
+``sr.core.degrade.make_lr`` the figures are those of step 2.
 """
 
 from __future__ import annotations
@@ -40,15 +58,60 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from sr.core.color import y_channel
+from sr.core.color import Y_MAX, Y_MIN, Y_OFFSET, y_channel, y_of
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.frames import check_same_size, sequence_size, window_frames
-from sr.core.images import list_images, load_image
-from sr.core.metrics import psnr, ssim
+from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
+from sr.core.metrics import crop_border, psnr, ssim
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
 and of bicubic, on Y with ``scale`` border pixels cropped."""
+
+RGB_METRICS = ("psnr_rgb", "psnr_rgb_bicubic")
+"""RGB PSNR (dB) of the model and of bicubic (:func:`psnr_rgb`), reported beside :data:`METRICS`
+only where defined: for RGB models, and for bicubic alone when asked (``rgb=True``)."""
+
+
+def input_channels(model) -> int:
+    """The channels a model reads: 1 for a Y model (``[B, h, w, 1]``, or ``[B, k, h, w, 1]`` for
+    a multi-frame model), 3 for an RGB model (``[B, h, w, 3]``), from ``model.inputs[0]``.
+
+    Args:
+        model: a Keras model; a callable without Keras inputs (or None) counts as a Y model.
+
+    Returns:
+        1 or 3.
+
+    Raises:
+        ValueError: for a model reading another number of channels (names it).
+    """
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return 1
+    channels = inputs[0].shape[-1]
+    if channels in (1, None):
+        return 1
+    if channels != 3:
+        raise ValueError(
+            f"model {getattr(model, 'name', model)} reads {channels} channels: a super-resolution "
+            "model reads 1 (Y) or 3 (RGB)"
+        )
+    return 3
+
+
+def gray_of(rgb):
+    """The gray of RGB: the value whose replication to R, G and B has the same Y (BT.601 of
+    ``sr.core.color``), ``(Y - 16) 255 / 219`` = ``0.299 R + 0.587 G + 0.114 B``; exact on gray
+    pixels (``gray_of([g, g, g]) = g``).
+
+    Args:
+        rgb: float ``[..., 3]`` on the [0, 255] scale (NumPy or TensorFlow).
+
+    Returns:
+        ``[..., 1]`` of the same kind, not rounded.
+    """
+    return (y_of(rgb) - Y_OFFSET) * (255.0 / (Y_MAX - Y_MIN))
 
 
 def modcrop(image: np.ndarray, scale: int) -> np.ndarray:
@@ -59,32 +122,38 @@ def modcrop(image: np.ndarray, scale: int) -> np.ndarray:
 
 @dataclass
 class EvalImage:
-    """One image prepared for scoring. All arrays are float64 on the [0, 255] scale."""
+    """One image prepared for scoring. All arrays are float64 on the [0, 255] scale; C is the
+    HR's channels, 1 (gray) or 3 (RGB)."""
 
     name: str
     hr_y: np.ndarray  # [H, W], Y of the cropped HR (not rounded)
-    lr: np.ndarray  # [H/s, W/s, C], the 8-bit LR image (C = 1 or 3)
+    lr: np.ndarray  # [H/s, W/s, C], the 8-bit LR image
     lr_y: np.ndarray  # [H/s, W/s], Y of the LR (model input times 255)
     bicubic_y: np.ndarray  # [H, W], Y of the 8-bit bicubic upscale of the LR
+    hr: np.ndarray | None = None  # [H, W, C], the cropped HR
+    bicubic: np.ndarray | None = None  # [H, W, C], the 8-bit bicubic upscale of the LR
 
 
-def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
+def prepare(image: np.ndarray, scale: int, name: str = "", lr=None) -> EvalImage:
     """HR crop, LR, bicubic baseline of one image (protocol steps 1, 2, 4).
 
     The LR is made from the RGB HR and then converted to Y (the literature's order; training's
-    is the reverse, see ``sr.core.degrade``).
+    is the reverse, see ``sr.core.degrade``), unless it is given (paired evaluation).
 
     Args:
         image: uint8 ``[H, W, 1|3]`` (gray or RGB), values 0..255.
         scale: s.
         name: the image's name, for error messages.
+        lr: None to make the LR by ``sr.core.degrade.make_lr``; or the given 8-bit LR, uint8
+            ``[H // s, W // s, 1|3]``, brought to the HR's channels (module docstring).
 
     Returns:
         The :class:`EvalImage` (float64 arrays on the [0, 255] scale).
 
     Raises:
         ValueError: if the cropped image is smaller than ``sr.core.degrade.min_hr_size(scale)``
-            (``3 scale``) on a side.
+            (``3 scale``) on a side, or a given LR is not ``(H // s) x (W // s)`` (names both
+            sizes).
     """
     hr = modcrop(np.asarray(image), scale).astype(np.float64)
     if min(hr.shape[:2]) < min_hr_size(scale):
@@ -92,9 +161,30 @@ def prepare(image: np.ndarray, scale: int, name: str = "") -> EvalImage:
             f"image {name} {image.shape[:2]} is too small for scale {scale}: it needs at least "
             f"{min_hr_size(scale)} pixels on each side"
         )
-    lr = make_lr(hr, scale).numpy().astype(np.float64)
+    if lr is None:
+        lr = make_lr(hr, scale).numpy().astype(np.float64)
+    else:
+        lr = _given_lr(np.asarray(lr), hr.shape, scale, name)
     bicubic = quantize(bicubic_upscale(lr, scale)).numpy().astype(np.float64)
-    return EvalImage(name, y_channel(hr), lr, y_channel(lr), y_channel(bicubic))
+    return EvalImage(name, y_channel(hr), lr, y_channel(lr), y_channel(bicubic), hr, bicubic)
+
+
+def _given_lr(lr: np.ndarray, hr_shape, scale: int, name: str) -> np.ndarray:
+    """float64 ``[H / s, W / s, C]`` of a given uint8 LR for a cropped HR of ``hr_shape``
+    ``(H, W, C)``: its channels brought to C (gray replicated, or :func:`gray_of` rounded)."""
+    h, w, channels = hr_shape
+    if lr.shape[:2] != (h // scale, w // scale):
+        raise ValueError(
+            f"the LR of {name} is {lr.shape[1]}x{lr.shape[0]}, expected {w // scale}x"
+            f"{h // scale} (the HR cropped to {w}x{h}, divided by {scale}): give the LR of this "
+            "image at this scale"
+        )
+    lr = lr.astype(np.float64)
+    if lr.shape[-1] == channels:
+        return lr
+    if channels == 3:
+        return np.repeat(lr[..., :1], 3, axis=-1)
+    return quantize(gray_of(lr[..., :3])).numpy().astype(np.float64)
 
 
 def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:
@@ -112,39 +202,178 @@ def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:
     return quantize(out[0, :, :, 0], peak=1.0).numpy().astype(np.float64) * 255.0
 
 
+def super_resolve_rgb(model, lr: np.ndarray) -> np.ndarray:
+    """Run an RGB model on one 8-bit LR image, as ``sr.inference.Upscaler`` does.
+
+    Args:
+        model: Keras model ``[1, h, w, 3]`` in [0, 1] to ``[1, s h, s w, 3]``.
+        lr: ``[h, w, 3]`` RGB, or ``[h, w, 1]`` gray (replicated for the model), on the 8-bit
+            grid 0..255.
+
+    Returns:
+        float64 on the 8-bit grid 0..255 (rounded and clipped): ``[s h, s w, 3]`` for RGB, the
+        ``[s h, s w, 1]`` :func:`gray_of` the output for gray.
+    """
+    rgb = lr if lr.shape[-1] == 3 else np.repeat(lr[..., :1], 3, axis=-1)
+    x = tf.convert_to_tensor(rgb[np.newaxis] / 255.0, tf.float32)
+    out = tf.cast(model(x, training=False)[0], tf.float32) * 255.0
+    if lr.shape[-1] != 3:
+        out = gray_of(out)
+    return quantize(out).numpy().astype(np.float64)
+
+
 def score(sr_y: np.ndarray, hr_y: np.ndarray, scale: int) -> tuple[float, float]:
     """``(PSNR in dB, SSIM)`` on Y with ``scale`` pixels cropped from each border."""
     return psnr(sr_y, hr_y, border=scale), ssim(sr_y, hr_y, border=scale)
 
 
-def evaluate_images(model, files, scale: int, keep: int = 0) -> dict:
+def psnr_rgb(sr: np.ndarray, hr: np.ndarray, scale: int) -> float:
+    """PSNR in dB (peak 255) over every channel of ``[H, W, C]`` images (the mean squared error
+    over R, G and B), ``scale`` pixels cropped from each border: ``sr.core.metrics.psnr`` of
+    the cropped channels side by side.
+
+    Raises:
+        ValueError: for images of different shapes, or too small for the crop.
+    """
+    sr, hr = np.asarray(sr, np.float64), np.asarray(hr, np.float64)
+    if sr.shape != hr.shape or sr.ndim != 3:
+        raise ValueError(f"SR and HR must be [H, W, C] of one shape, got {sr.shape}, {hr.shape}")
+    sr, hr = crop_border(sr, scale), crop_border(hr, scale)
+    return psnr(sr.reshape(sr.shape[0], -1), hr.reshape(hr.shape[0], -1))
+
+
+def score_image(model, item: EvalImage, scale: int, rgb: bool) -> tuple[dict, np.ndarray | None]:
+    """The figures of one prepared image: ``(row, SR Y)``.
+
+    Args:
+        model: Y or RGB Keras model (:func:`input_channels`), or None for bicubic alone.
+        item: :func:`prepare`'s image.
+        scale: s.
+        rgb: add :data:`RGB_METRICS` (``psnr_rgb`` for an RGB model, ``psnr_rgb_bicubic``).
+
+    Returns:
+        ``({"psnr_bicubic", "ssim_bicubic"[, "psnr", "ssim"][, "psnr_rgb"][,
+        "psnr_rgb_bicubic"]}, float64 [H, W] SR Y or None)``.
+    """
+    row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
+    sr = sr_y = None
+    if model is not None:
+        if input_channels(model) == 3:
+            sr = super_resolve_rgb(model, item.lr)
+            sr_y = y_channel(sr)
+        else:
+            sr_y = super_resolve_y(model, item.lr_y)
+        row.update(zip(("psnr", "ssim"), score(sr_y, item.hr_y, scale)))
+    if rgb:
+        if sr is not None:
+            row["psnr_rgb"] = psnr_rgb(sr, item.hr, scale)
+        row["psnr_rgb_bicubic"] = psnr_rgb(item.bicubic, item.hr, scale)
+    return row, sr_y
+
+
+def evaluate_images(
+    model, files, scale: int, keep: int = 0, lr_files=None, rgb: bool | None = None
+) -> dict:
     """Score ``model`` (or only bicubic, with ``model=None``) on image files.
 
     Args:
-        model: Y-channel Keras model, or None.
-        files: image paths.
+        model: Y-channel or RGB Keras model (:func:`input_channels`), or None.
+        files: HR image paths.
         scale: s.
         keep: keep the arrays of the first ``keep`` images (for TensorBoard panels).
+        lr_files: None to make each LR (protocol step 2); or the LR image of each HR file, in
+            the same order (paired evaluation, :func:`match_lr_files`).
+        rgb: report :data:`RGB_METRICS`; None: for an RGB model only.
 
     Returns:
         ``{"n": count, "psnr": mean dB, "ssim": mean, "psnr_bicubic": ..., "ssim_bicubic": ...,
-        "per_image": {name: {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic"}},
-        "panels": [(name, bicubic_y, sr_y, hr_y), ...]}``; model keys are absent when
-        ``model`` is None.
+        ["psnr_rgb": ..., "psnr_rgb_bicubic": ...,] "per_image": {name: {"psnr", "ssim",
+        "psnr_bicubic", "ssim_bicubic"[, "psnr_rgb", "psnr_rgb_bicubic"]}}, "panels": [(name,
+        bicubic_y, sr_y, hr_y), ...]}``; model keys are absent when ``model`` is None.
+
+    Raises:
+        ImageFolderError: for an image that cannot be decoded.
+        ValueError: for an image too small for the scale, a given LR of the wrong size, or a
+            model reading neither 1 nor 3 channels.
     """
+    if rgb is None:
+        rgb = model is not None and input_channels(model) == 3
     per_image, panels = {}, []
-    for path in files:
+    pairs = ((f, None) for f in files) if lr_files is None else zip(files, lr_files)
+    for path, lr_path in pairs:
         name = Path(path).name
-        item = prepare(load_image(path), scale, name)
-        row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
-        if model is not None:
-            sr_y = super_resolve_y(model, item.lr_y)
-            row.update(zip(("psnr", "ssim"), score(sr_y, item.hr_y, scale)))
-            if len(panels) < keep:
-                panels.append((name, item.bicubic_y, sr_y, item.hr_y))
+        lr = None if lr_path is None else load_image(lr_path)
+        item = prepare(load_image(path), scale, name, lr=lr)
+        row, sr_y = score_image(model, item, scale, rgb)
+        if sr_y is not None and len(panels) < keep:
+            panels.append((name, item.bicubic_y, sr_y, item.hr_y))
         per_image[name] = row
     means = _means(per_image.values())
     return {"n": len(per_image), "per_image": per_image, "panels": panels, **means}
+
+
+def match_lr_files(hr_files, lr_dir: str | os.PathLike, scale: int) -> list[Path]:
+    """The LR image of each HR image in ``lr_dir``, checked before anything is scored.
+
+    An HR image ``<stem>.<ext>`` matches the LR file of the same stem, ``<stem>.png``,
+    ``.jpg`` or ``.jpeg`` (suffix in any case), or the DIV2K layout ``<stem>x<scale>.<ext>``
+    (``0801.png`` -> ``0801x4.png``); exactly one must exist. Its size (from the headers, with
+    the EXIF orientation, as decoded) must be ``(H // s) x (W // s)``: the HR cropped to a
+    multiple of the scale, divided by it.
+
+    Args:
+        hr_files: HR image paths.
+        lr_dir: folder of the LR images.
+        scale: s.
+
+    Returns:
+        The LR paths, in the order of ``hr_files``.
+
+    Raises:
+        ImageFolderError: for a missing LR folder, or naming every HR image whose LR is
+            missing (with the names looked for), ambiguous (the candidates) or of the wrong
+            size (found and expected), and the fix.
+    """
+    lr_dir = Path(lr_dir).expanduser()
+    if not lr_dir.is_dir():
+        what = "is a file, not a folder" if lr_dir.exists() else "does not exist"
+        raise ImageFolderError(f"LR folder {lr_dir} {what}: give the folder of the LR images")
+    by_key = {
+        (p.stem, p.suffix.lower()): p
+        for p in sorted(lr_dir.iterdir())
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+    }
+    hr_files, found, problems = [Path(f) for f in hr_files], [], []
+    for hr_path in hr_files:
+        stems = (hr_path.stem, f"{hr_path.stem}x{scale}")
+        tried = [(stem, suffix) for stem in stems for suffix in IMAGE_SUFFIXES]
+        hits = [by_key[key] for key in tried if key in by_key]
+        if len(hits) != 1:
+            looked = ", ".join(stem + suffix for stem, suffix in tried)
+            names = ", ".join(p.name for p in hits)
+            problems.append(
+                f"{hr_path.name}: several LR images match ({names}): keep one"
+                if hits
+                else f"{hr_path.name}: no LR image (looked for {looked})"
+            )
+            continue
+        (h, w), (lh, lw) = image_size(hr_path), image_size(hits[0])
+        if (lh, lw) != (h // scale, w // scale):
+            problems.append(
+                f"{hr_path.name} ({w}x{h}, cropped to {w // scale * scale}x{h // scale * scale})"
+                f": LR {hits[0].name} is {lw}x{lh}, expected {w // scale}x{h // scale}"
+            )
+        found.append(hits[0])
+    if problems:
+        raise ImageFolderError(
+            f"{len(problems)} of {len(hr_files)} HR image(s) have no usable LR image in {lr_dir} "
+            f"at x{scale}:\n  "
+            + "\n  ".join(problems)
+            + f"\neach HR image needs one LR image named <stem>.png|.jpg|.jpeg or "
+            f"<stem>x{scale}.png (DIV2K), of the HR's size cropped to a multiple of {scale} and "
+            f"divided by {scale}: fix the LR folder, or give the one of this scale"
+        )
+    return found
 
 
 def evaluate_folder(model, folder: str | os.PathLike, scale: int, keep: int = 0) -> dict:
@@ -187,7 +416,7 @@ class _Frame:
 
 def _means(rows) -> dict:
     result = {}
-    for key in METRICS:
+    for key in (*METRICS, *RGB_METRICS):
         values = [r[key] for r in rows if key in r]
         if values:
             result[key] = float(np.mean(values))
@@ -283,10 +512,16 @@ def evaluate_sequences(
     Raises:
         ImageFolderError: for an undecodable frame, or frames of different sizes in a sequence
             (names the files).
-        ValueError: for a frame too small for the scale, or ``target`` outside the window.
+        ValueError: for a frame too small for the scale, ``target`` outside the window, or an
+            RGB model (sequences are scored with Y models).
     """
     if not 0 <= target < frames:
         raise ValueError(f"target frame index {target} is not in a window of {frames} frames")
+    if model is not None and input_channels(model) != 1:
+        raise ValueError(
+            f"model {getattr(model, 'name', model)} is an RGB model: sequences are scored with "
+            "Y-channel models; score the frames of an RGB model as folders of images"
+        )
     per_image, per_sequence, panels = {}, {}, []
     for seq in sequences:
         parent = Path(folder) if folder is not None else Path(seq.files[0]).parent.parent

@@ -1,4 +1,4 @@
-"""Upscaling whole images with a trained Y-channel model: the logic shared by
+"""Upscaling whole images with a trained model, Y-channel or RGB: the logic shared by
 ``scripts/upscale.py`` and ``scripts/export.py``.
 
 An image is upscaled as in SRCNN and its successors: Y of BT.601 (``sr.core.color``, the one
@@ -8,16 +8,24 @@ MATLAB-equivalent); the result is converted back to RGB and rounded to 8 bits. A
 is its own Y. One TensorFlow graph (:meth:`Upscaler.graph`) does all of it, so that upscale.py and
 the exported SavedModel compute the same thing.
 
+An RGB model (``sr.evaluation.input_channels`` 3: ``[B, h, w, 3]`` to ``[B, s h, s w, 3]``) takes
+R, G and B directly, with no Y/CbCr split and no bicubic chroma; alpha is still upscaled by
+bicubic. A gray image (with or without alpha) is replicated to R, G and B for the model and the
+output is turned back into gray by ``sr.evaluation.gray_of``: the gray whose replication has the
+output's Y (``0.299 R + 0.587 G + 0.114 B``, exact on a gray output), so a gray image stays gray
+and ``sr.evaluation`` scores the very image written here.
+
 Large images are processed in tiles of ``tile`` x ``tile`` input pixels, each read with
 ``overlap`` extra input pixels on every side that are cut away after upscaling. With an overlap at
 least the model's receptive-field radius (at LR resolution) plus the bicubic kernel's radius of 2,
 each output pixel sees exactly the input it sees in the untiled image, so tiling changes nothing
-beyond float rounding; :func:`default_overlap` computes that bound from the model's layers.
+beyond float rounding; :func:`default_overlap` computes that bound from the model's layers (the
+same for Y and RGB models).
 
 Sequences (:class:`SequenceUpscaler`, runs of ``data=sequence``): frame t is upscaled from its
 window of k frames (``sr.core.frames.window_frames``, border frames repeated at the ends of a
 sequence): Y of the k frames goes through the model, Cb, Cr and alpha of frame t by bicubic,
-exactly as above; the same tile grid is cut from all k frames.
+exactly as above; the same tile grid is cut from all k frames. Multi-frame models are Y models.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from sr.core.color import rgb_to_ycbcr, ycbcr_to_rgb
 from sr.core.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
 from sr.core.frames import TARGETS, check_same_size, target_index
 from sr.core.images import load_image
+from sr.evaluation import gray_of, input_channels
 from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
 
@@ -207,21 +216,25 @@ def default_overlap(model) -> int:
 
 
 class Upscaler:
-    """Upscale uint8 images (gray, gray + alpha, RGB, RGBA) by a Y-channel SR model.
+    """Upscale uint8 images (gray, gray + alpha, RGB, RGBA) by a Y-channel or an RGB SR model.
 
     Args:
         model: Keras model (or callable ``model(x, training=False)``) from float32
-            ``[B, h, w, 1]`` in [0, 1] to ``[B, s h, s w, 1]``.
+            ``[B, h, w, C]`` in [0, 1] to ``[B, s h, s w, C]``: C = 1, a Y model, or C = 3, an
+            RGB model (``sr.evaluation.input_channels``; a callable without Keras inputs is a Y
+            model).
         scale: s, the model's factor.
         overlap: tile overlap in input pixels; None for :func:`default_overlap`.
 
     Raises:
-        ValueError: for an overlap below the bicubic radius (2).
+        ValueError: for an overlap below the bicubic radius (2), or a model reading neither 1
+            nor 3 channels.
     """
 
     def __init__(self, model, scale: int, overlap: int | None = None):
         self.model = model
         self.scale = int(scale)
+        self.channels = input_channels(model)  # 1: Y model, 3: RGB model
         self.overlap = default_overlap(model) if overlap is None else int(overlap)
         if self.overlap < KERNEL_RADIUS:
             raise ValueError(
@@ -238,11 +251,26 @@ class Upscaler:
                 h, w >= 3.
 
         Returns:
-            uint8 ``[B, s h, s w, C]``: Y (or gray) by the model, Cb, Cr and alpha by bicubic,
-            back to RGB, rounded half up and clipped to 0..255.
+            uint8 ``[B, s h, s w, C]``, rounded half up and clipped to 0..255. A Y model: Y (or
+            gray) by the model, Cb, Cr and alpha by bicubic, back to RGB. An RGB model: R, G, B
+            by the model (gray: replicated, and the output's :func:`sr.evaluation.gray_of`),
+            alpha by bicubic.
         """
+        if self.channels == 3:
+            return self._rgb_graph(image)
         y, others = split_y(image)
         return self._assemble(self.model(y / 255.0, training=False), others, image.shape[-1])
+
+    def _rgb_graph(self, image: tf.Tensor) -> tf.Tensor:
+        """:meth:`graph` for an RGB model."""
+        x = tf.cast(image, tf.float32)
+        colour = 3 if image.shape[-1] >= 3 else 1
+        rgb = x[..., :3] if colour == 3 else tf.concat([x[..., :1]] * 3, axis=-1)
+        sr = tf.cast(self.model(rgb / 255.0, training=False), tf.float32) * 255.0
+        parts = [sr if colour == 3 else gray_of(sr)]
+        if image.shape[-1] > colour:  # alpha
+            parts.append(bicubic_upscale(x[..., colour:], self.scale))
+        return tf.cast(quantize(tf.concat(parts, axis=-1)), tf.uint8)
 
     def _assemble(self, sr_y: tf.Tensor, others: tf.Tensor, channels: int) -> tf.Tensor:
         """uint8 ``[B, s H, s W, C]`` from the model's Y ``[B, s H, s W, 1]`` in [0, 1] and the
@@ -357,7 +385,7 @@ class SequenceUpscaler(Upscaler):
     runs in tiles; otherwise every tile would estimate its own shifts.
 
     Raises:
-        ValueError: for an overlap below the bicubic radius (2), or ``frames`` < 1.
+        ValueError: for an overlap below the bicubic radius (2), ``frames`` < 1, or an RGB model.
     """
 
     def __init__(self, model, scale: int, frames: int, overlap: int | None = None):
@@ -370,6 +398,11 @@ class SequenceUpscaler(Upscaler):
         if self.align is not None:  # the layers after the alignment, fed its output
             model = keras.Model(self.align.output, model.output, name=f"{model.name}_fusion")
         super().__init__(model, scale, overlap)
+        if self.channels != 1:
+            raise ValueError(
+                f"model {getattr(model, 'name', model)} is an RGB model: sequences are upscaled "
+                "by Y-channel (multi-frame) models; upscale the frames as images instead"
+            )
         if int(frames) < 1:
             raise ValueError(f"frames must be >= 1, got {frames}")
         self.frames = int(frames)
@@ -451,8 +484,9 @@ class SequenceUpscaler(Upscaler):
 
 def serving_module(model, scale: int) -> tf.Module:
     """A ``tf.Module`` for ``tf.saved_model.save``: ``serve(lr)`` maps uint8 RGB ``[1, H, W, 3]``
-    to ``{"sr": uint8 RGB [1, s H, s W, 3]}`` through :meth:`Upscaler.graph` (Y by the model,
-    chroma by bicubic); ``scale`` is kept as an int32 variable."""
+    to ``{"sr": uint8 RGB [1, s H, s W, 3]}`` through :meth:`Upscaler.graph` (a Y model: Y by
+    the model, chroma by bicubic; an RGB model: R, G, B by the model); ``scale`` is kept as an
+    int32 variable."""
     upscaler = Upscaler(model, scale)
     module = tf.Module(name="sr_upscaler")
     module.model = model

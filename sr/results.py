@@ -25,6 +25,18 @@ row per folder (metrics with 6 decimals).
 TensorBoard (:func:`write_tensorboard`): scalars ``eval/<folder>/psnr``, ``eval/<folder>/ssim``,
 ``eval/<folder>/psnr_bicubic``, ``eval/<folder>/ssim_bicubic`` at the checkpoint's step.
 
+RGB PSNR (:data:`sr.evaluation.RGB_METRICS`, for an RGB model, or bicubic with ``rgb=True``):
+every folder, sequence and image gains ``"psnr_rgb"`` (the model's; for bicubic, bicubic's) and
+``"psnr_rgb_bicubic"``, placed after ``"ssim_bicubic"``; the CSV gains the columns
+``psnr_rgb, psnr_rgb_bicubic`` after ``checkpoint`` (the old columns keep their places), the
+markdown table a last column ``RGB PSNR (dB)``, TensorBoard ``eval/<folder>/psnr_rgb`` and
+``eval/<folder>/psnr_rgb_bicubic``. A Y model's results have none of them.
+
+Paired evaluation (:func:`evaluate` with ``lr_dirs``, one LR folder per HR folder, matched by
+:func:`sr.evaluation.match_lr_files`): the folder's entry gains ``"lr_dir"`` (the LR folder's
+path); ``scripts/evaluate.py`` adds ``"degradation"`` and ``"seed"`` when it made that folder
+(:func:`save_lr_set`). Every pair of every folder is checked before anything is scored.
+
 Folders of sequences (:func:`evaluate` with ``sequences=(k, stride, target)``: a run of
 ``data=sequence``, or ``--sequences``): each folder holds one subfolder per sequence and every
 frame is scored by :func:`sr.evaluation.evaluate_sequences`. The folder's entry gains
@@ -45,11 +57,22 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from sr.core.images import ImageFolderError, list_images
-from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
+from sr.core.degrade import min_hr_size, quantize
+from sr.core.images import ImageFolderError, image_size, list_images, load_image
+from sr.evaluation import (
+    METRICS,
+    RGB_METRICS,
+    evaluate_images,
+    evaluate_sequences,
+    gray_of,
+    match_lr_files,
+    modcrop,
+)
+from sr.inference import write_image
 
 BICUBIC = "bicubic"
 
@@ -88,12 +111,14 @@ def evaluate(
     checkpoint: str | None,
     progress: bool = True,
     sequences: tuple[int, int, int] | None = None,
+    lr_dirs: Iterable[str | os.PathLike] | None = None,
+    rgb: bool | None = None,
 ) -> dict:
     """Score ``model`` (None: bicubic only) on each folder, in the ``results.json`` schema.
 
     Args:
-        model: Y-channel Keras model ``[1, h, w, 1] -> [1, s h, s w, 1]``, float32 in [0, 1]; or
-            None for the bicubic baseline alone.
+        model: Keras model ``[1, h, w, C] -> [1, s h, s w, C]``, float32 in [0, 1], C = 1 (Y)
+            or 3 (RGB: ``sr.evaluation.input_channels``); or None for the bicubic baseline alone.
         folders: folders of HR images (PNG/JPEG, RGB or gray).
         scale: s, the upscaling factor.
         label: the method's name (``"bicubic"`` or the model's name), stored as ``"model"``.
@@ -104,52 +129,97 @@ def evaluate(
             sequences (one subfolder of frames per sequence), scored by
             :func:`sr.evaluation.evaluate_sequences` with that window (``(1, 1, 0)``: each frame
             alone, for bicubic or a single-image model).
+        lr_dirs: None to make the LR of each HR image; or one folder of LR images per folder, in
+            the same order (paired evaluation, folders of images only).
+        rgb: report RGB PSNR (``sr.evaluation.RGB_METRICS``); None: for an RGB model only.
 
     Returns:
         ``{folder name: {"psnr", "ssim", "n", "per_image", "psnr_bicubic", "ssim_bicubic",
         "scale", "model", "checkpoint", "step"}}`` as in the module docstring (PSNR in dB), plus
-        ``"per_sequence"``, ``"frames"``, ``"frame_stride"`` and ``"target"`` for sequences.
+        ``"per_sequence"``, ``"frames"``, ``"frame_stride"`` and ``"target"`` for sequences,
+        ``"psnr_rgb"`` and ``"psnr_rgb_bicubic"`` with RGB PSNR, ``"lr_dir"`` when paired.
 
     Raises:
         ImageFolderError: for a missing or empty folder, an image that cannot be decoded, a
-            folder of sequences without sequence subfolders, or frames of different sizes in a
-            sequence.
-        ValueError: for an image too small for the scale, or two folders of one name.
+            folder of sequences without sequence subfolders, frames of different sizes in a
+            sequence, or a missing, ambiguous or wrongly sized LR image (all named, before any
+            scoring).
+        ValueError: for an image too small for the scale, two folders of one name, LR folders
+            not one per folder, or LR folders or RGB PSNR with sequences.
     """
+    named = folder_names(folders)
+    paired = _paired_files(named, lr_dirs, scale, sequences)
     results = {}
-    for name, folder in folder_names(folders).items():
+    for name, folder in named.items():
         if sequences is None:
-            files = list_images(folder)
+            files, lr_files, _ = paired[name] if name in paired else (list_images(folder), None, 0)
             desc = f"{name} x{scale}"
             bar = tqdm(files, desc=desc, unit="img", disable=not progress, leave=False)
-            res = evaluate_images(model, bar, scale)
+            res = evaluate_images(model, bar, scale, lr_files=lr_files, rgb=rgb)
         else:
+            if rgb:
+                raise ValueError("RGB PSNR is reported for folders of images, not sequences")
             res = _evaluate_sequence_folder(model, folder, name, scale, sequences, progress)
-        per_image = res["per_image"]
-        if model is None:  # the method is bicubic: its figures are the "psnr"/"ssim"
-            for row in [*per_image.values(), *res.get("per_sequence", {}).values()]:
-                row["psnr"], row["ssim"] = row["psnr_bicubic"], row["ssim_bicubic"]
-            res["psnr"], res["ssim"] = res["psnr_bicubic"], res["ssim_bicubic"]
-        results[name] = {
-            "psnr": res["psnr"],
-            "ssim": res["ssim"],
-            "n": res["n"],
-            "per_image": {f: {k: row[k] for k in METRICS} for f, row in per_image.items()},
-            "psnr_bicubic": res["psnr_bicubic"],
-            "ssim_bicubic": res["ssim_bicubic"],
-            "scale": int(scale),
-            "model": label,
-            "checkpoint": checkpoint,
-            "step": int(step),
-        }
+        results[name] = _entry(res, model is None, scale, label, step, checkpoint)
+        if name in paired:
+            results[name]["lr_dir"] = str(paired[name][2])
         if sequences is not None:
-            results[name]["per_sequence"] = {
-                q: {"n": row["n"], **{k: row[k] for k in METRICS}}
-                for q, row in res["per_sequence"].items()
-            }
             frames, stride, target = sequences
             results[name].update(frames=int(frames), frame_stride=int(stride), target=int(target))
     return results
+
+
+def _paired_files(named: dict[str, Path], lr_dirs, scale: int, sequences) -> dict:
+    """``{folder name: (HR files, LR files, LR folder)}`` of every folder, every pair checked
+    (:func:`sr.evaluation.match_lr_files`) before anything is scored; ``{}`` without
+    ``lr_dirs``."""
+    if lr_dirs is None:
+        return {}
+    lr_dirs = [Path(d).expanduser() for d in lr_dirs]
+    if sequences is not None:
+        raise ValueError("LR folders apply to folders of images, not to folders of sequences")
+    if len(lr_dirs) != len(named):
+        raise ValueError(
+            f"{len(lr_dirs)} LR folder(s) for {len(named)} HR folder(s): give one LR folder per "
+            "HR folder, in the same order"
+        )
+    paired = {}
+    for (name, folder), lr_dir in zip(named.items(), lr_dirs):
+        files = list_images(folder)
+        paired[name] = (files, match_lr_files(files, lr_dir, scale), lr_dir)
+    return paired
+
+
+def _entry(res: dict, bicubic: bool, scale: int, label: str, step: int, checkpoint) -> dict:
+    """A folder's entry of ``results.json`` from :func:`sr.evaluation.evaluate_images`'s (or
+    ``evaluate_sequences``') result; for the bicubic method its figures are ``psnr``/``ssim``
+    (and ``psnr_rgb``)."""
+    if bicubic:  # the method is bicubic: its figures are the "psnr"/"ssim"
+        for row in [res, *res["per_image"].values(), *res.get("per_sequence", {}).values()]:
+            row["psnr"], row["ssim"] = row["psnr_bicubic"], row["ssim_bicubic"]
+            if "psnr_rgb_bicubic" in row:
+                row["psnr_rgb"] = row["psnr_rgb_bicubic"]
+    keys = [*METRICS, *(k for k in RGB_METRICS if k in res)]
+    extra = {k: res[k] for k in keys if k not in METRICS}
+    entry = {
+        "psnr": res["psnr"],
+        "ssim": res["ssim"],
+        "n": res["n"],
+        "per_image": {f: {k: row[k] for k in keys} for f, row in res["per_image"].items()},
+        "psnr_bicubic": res["psnr_bicubic"],
+        "ssim_bicubic": res["ssim_bicubic"],
+        **extra,
+        "scale": int(scale),
+        "model": label,
+        "checkpoint": checkpoint,
+        "step": int(step),
+    }
+    if "per_sequence" in res:
+        entry["per_sequence"] = {
+            q: {"n": row["n"], **{k: row[k] for k in keys}}
+            for q, row in res["per_sequence"].items()
+        }
+    return entry
 
 
 def _evaluate_sequence_folder(model, folder: Path, name: str, scale: int, window, progress):
@@ -178,11 +248,17 @@ def _evaluate_sequence_folder(model, folder: Path, name: str, scale: int, window
 
 def markdown_table(results: dict) -> str:
     """Markdown table of :func:`evaluate`'s results: per folder the model's row (unless the method
-    is bicubic), then the bicubic row; PSNR in dB with 2 decimals, SSIM with 4."""
+    is bicubic), then the bicubic row; PSNR in dB with 2 decimals, SSIM with 4; a last column
+    ``RGB PSNR (dB)`` when the results have RGB PSNR."""
+    rgb = any("psnr_rgb_bicubic" in r for r in results.values())
     lines = [
-        "| folder | method | images | PSNR (dB) | SSIM |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| folder | method | images | PSNR (dB) | SSIM |" + (" RGB PSNR (dB) |" if rgb else ""),
+        "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if rgb else ""),
     ]
+
+    def rgb_cell(x: dict, key: str) -> str:
+        return (f" {x[key]:.2f} |" if key in x else " |") if rgb else ""
+
     for name, r in results.items():
         rows = [(name, r)]
         rows += [(f"{name}/{q}", {**r, **row}) for q, row in r.get("per_sequence", {}).items()]
@@ -191,10 +267,11 @@ def markdown_table(results: dict) -> str:
                 method = f"{x['model']} (step {x['step']})"
                 lines.append(
                     f"| {label} | {method} | {x['n']} | {x['psnr']:.2f} | {x['ssim']:.4f} |"
+                    + rgb_cell(x, "psnr_rgb")
                 )
             lines.append(
                 f"| {label} | bicubic | {x['n']} | {x['psnr_bicubic']:.2f} | "
-                f"{x['ssim_bicubic']:.4f} |"
+                f"{x['ssim_bicubic']:.4f} |" + rgb_cell(x, "psnr_rgb_bicubic")
             )
     return "\n".join(lines)
 
@@ -210,9 +287,12 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = out_dir / "results.json", out_dir / "results.csv"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
+    extra = [k for k in RGB_METRICS if any(k in r for r in results.values())]
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["folder", "file", "model", "scale", "step", *METRICS, "checkpoint"])
+        writer.writerow(
+            ["folder", "file", "model", "scale", "step", *METRICS, "checkpoint", *extra]
+        )
         for name, r in results.items():
             head = [r["model"], r["scale"], r["step"]]
             tail = [r.get("checkpoint_label") or ""]  # best (ckpt-N), last (...), ckpt-N
@@ -221,25 +301,169 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
             for file, row in r["per_image"].items():
                 sequence = file.rsplit("/", 1)[0] if sequences is not None else None
                 if previous is not None and sequence != previous:
-                    _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous], tail)
+                    mean = sequences[previous]
+                    _row(writer, name, f"{previous}/MEAN", head, mean, tail, extra)
                 previous = sequence
-                writer.writerow([name, file, *head, *(f"{row[k]:.6f}" for k in METRICS), *tail])
+                _row(writer, name, file, head, row, tail, extra)
             if previous is not None:
-                _mean_row(writer, name, f"{previous}/MEAN", head, sequences[previous], tail)
-            _mean_row(writer, name, "MEAN", head, r, tail)
+                _row(writer, name, f"{previous}/MEAN", head, sequences[previous], tail, extra)
+            _row(writer, name, "MEAN", head, r, tail, extra)
     return json_path, csv_path
 
 
-def _mean_row(writer, folder: str, file: str, head: list, r: dict, tail: list) -> None:
-    writer.writerow([folder, file, *head, *(f"{r[k]:.6f}" for k in METRICS), *tail])
+def _row(writer, folder: str, file: str, head: list, r: dict, tail: list, extra: list) -> None:
+    """A CSV row: the old columns in their places, then the ``extra`` metrics (empty where
+    absent)."""
+    figures = [f"{r[k]:.6f}" for k in METRICS]
+    writer.writerow(
+        [folder, file, *head, *figures, *tail, *(f"{r[k]:.6f}" if k in r else "" for k in extra)]
+    )
 
 
 def write_tensorboard(results: dict, tb_dir: str | os.PathLike, step: int) -> None:
-    """Log :func:`evaluate`'s folder means as scalars ``eval/<folder>/<metric>`` (``METRICS``) at
-    ``step`` into new event files in ``tb_dir``."""
+    """Log :func:`evaluate`'s folder means as scalars ``eval/<folder>/<metric>`` (``METRICS``, and
+    ``RGB_METRICS`` where present) at ``step`` into new event files in ``tb_dir``."""
     writer = tf.summary.create_file_writer(str(tb_dir))
     with writer.as_default(step=int(step)):
         for name, r in results.items():
-            for key in METRICS:
+            for key in (*METRICS, *(k for k in RGB_METRICS if k in r)):
                 tf.summary.scalar(f"eval/{name}/{key}", r[key])
     writer.close()
+
+
+LR_SET_FILE = "lr_set.json"
+"""What :func:`save_lr_set` writes beside the LR images: the degradation's name, the seed, the
+scale, the HR folder and ``{"<LR file>": "<HR file>"}``."""
+
+
+def save_lr_set(
+    degradation,
+    hr_folder: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    scale: int,
+    seed: int,
+    progress: bool = True,
+) -> list[Path]:
+    """Write a fixed degraded LR set of a folder of HR images, for paired evaluation.
+
+    Image i of the folder in name order (``sr.core.images.list_images``), cropped to a multiple
+    of the scale (``sr.evaluation.modcrop``), gray replicated to RGB, gives
+    ``degradation.lr_image(hr, scale, seed, i)``, saved as ``<out_dir>/<HR stem>.png`` (RGB; for
+    a gray HR image the gray of ``sr.evaluation.gray_of``, rounded), so that the LR is a
+    function of ``(seed, i)`` alone and ``sr.evaluation.match_lr_files`` pairs it by name.
+    :data:`LR_SET_FILE` records how the set was made. Sizes and names are checked before
+    anything is written, and on any failure the files already written are removed: a set is
+    whole or absent.
+
+    Args:
+        degradation: an object with ``name`` and ``lr_image(hr uint8 [H, W, 3], scale, seed,
+            index) -> uint8 [H / s, W / s, 3]`` (``sr.core.degrade.Bicubic``,
+            ``sr.core.realesrgan.RealESRGAN``; ``sr.config.degradation_named``).
+        hr_folder: folder of HR images (PNG/JPEG, RGB or gray).
+        out_dir: the folder to write, created if needed.
+        scale: s.
+        seed: the set's seed.
+        progress: show a tqdm bar on stderr.
+
+    Returns:
+        The LR paths written, in the order of the HR images.
+
+    Raises:
+        ImageFolderError: for a missing or empty HR folder, or an image that cannot be read.
+        ValueError: if ``out_dir`` already holds any file this would write (names them; nothing
+            is written), is the HR folder, two HR images share a stem, an image is too small
+            for the scale, or the degradation returns another size than ``(H / s, W / s, 3)``.
+    """
+    hr_folder, out_dir = Path(hr_folder).expanduser(), Path(out_dir).expanduser()
+    files, targets = check_lr_set(hr_folder, out_dir, scale)
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(files, desc=f"LR {degradation.name}", unit="img", disable=not progress, leave=False)
+    written = []
+    try:
+        for index, (path, target) in enumerate(zip(bar, targets)):
+            written.append(write_image(degraded_lr(degradation, path, scale, seed, index), target))
+        record = {
+            "degradation": degradation.name,
+            "seed": int(seed),
+            "scale": int(scale),
+            "hr_dir": str(hr_folder),
+            "files": {t.name: p.name for p, t in zip(files, targets)},
+        }
+        (out_dir / LR_SET_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    except BaseException:  # no half set: remove what this call wrote, then fail
+        for path in written:
+            path.unlink(missing_ok=True)
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
+    return targets
+
+
+def degraded_lr(degradation, path: Path, scale: int, seed: int, index: int) -> np.ndarray:
+    """The LR :func:`save_lr_set` writes for image ``index`` of the set, ``path``: uint8
+    ``[H / s, W / s, 3]``, or ``[H / s, W / s, 1]`` for a gray image (see :func:`save_lr_set`).
+
+    Raises:
+        ImageFolderError: for an image that cannot be read.
+        ValueError: if the degradation returns another shape or dtype (names it and the file).
+    """
+    hr = modcrop(load_image(path), scale)
+    rgb = hr if hr.shape[-1] == 3 else np.repeat(hr, 3, axis=-1)
+    lr = np.asarray(degradation.lr_image(rgb, scale, seed, index))
+    want = (hr.shape[0] // scale, hr.shape[1] // scale, 3)
+    if lr.shape != want or lr.dtype != np.uint8:
+        raise ValueError(
+            f"degradation {degradation.name} made a {lr.dtype} LR of shape {lr.shape} for "
+            f"{path}, expected uint8 {want}: its lr_image must return the whole image's LR"
+        )
+    if hr.shape[-1] == 1:  # a gray image stays gray
+        lr = quantize(gray_of(lr.astype(np.float64))).numpy().astype(np.uint8)
+    return lr
+
+
+def check_lr_set(
+    hr_folder: str | os.PathLike, out_dir: str | os.PathLike, scale: int
+) -> tuple[list[Path], list[Path]]:
+    """:func:`save_lr_set`'s checks, made before anything is written (also of every folder
+    first, by ``scripts/evaluate.py``).
+
+    Returns:
+        ``(HR files, LR paths to write)``, in name order.
+
+    Raises:
+        ImageFolderError, ValueError: as :func:`save_lr_set` (naming the fault and the fix).
+    """
+    hr_folder, out_dir = Path(hr_folder).expanduser(), Path(out_dir).expanduser()
+    files = list_images(hr_folder)
+    targets = [out_dir / f"{p.stem}.png" for p in files]
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"LR folder {out_dir} is a file: give a new folder to --save-lr")
+    if out_dir.resolve() == hr_folder.resolve():
+        raise ValueError(f"LR folder {out_dir} is the HR folder: give a new folder to --save-lr")
+    stems: dict[str, str] = {}
+    for p in files:
+        if p.stem in stems:
+            raise ValueError(
+                f"HR images {stems[p.stem]} and {p.name} of {hr_folder} would both be saved as "
+                f"{p.stem}.png: rename one"
+            )
+        stems[p.stem] = p.name
+    existing = [t.name for t in [*targets, out_dir / LR_SET_FILE] if t.exists()]
+    if existing:
+        raise ValueError(
+            f"LR folder {out_dir} already holds {', '.join(existing)}: nothing was written; give "
+            "a new folder to --save-lr (or remove those files), or score the existing set with "
+            f"--lr-dir {out_dir}"
+        )
+    small = []
+    for p in files:
+        h, w = image_size(p)
+        if min(h, w) // scale * scale < min_hr_size(scale):
+            small.append(f"{p.name} ({w}x{h})")
+    if small:
+        raise ValueError(
+            f"image(s) of {hr_folder} too small for scale {scale} (at least {min_hr_size(scale)} "
+            f"pixels on each side): {', '.join(small)}; remove them or use a smaller scale"
+        )
+    return files, targets

@@ -14,6 +14,7 @@ from PIL import Image
 from scipy import ndimage, special
 from skimage import data
 
+import sr.core.kernels as K
 import sr.core.realesrgan as R
 from sr.config import ConfigError, build_source, compose, degradation_named
 from sr.data.pairs import make_pairs
@@ -46,7 +47,7 @@ def test_jpeg_round_trip_equals_pillows(quality):
 def test_isotropic_gaussian_kernel_equals_scipys():
     """A 13-pixel isotropic kernel of sigma 1.5 is scipy's Gaussian filter (radius 4 sigma = 6)
     of a unit impulse: both the normalised sampled Gaussian on the same square."""
-    ours = R.gaussian_kernel(13, 1.5, 1.5, 0.0).numpy()
+    ours = K.gaussian_kernel(13, 1.5, 1.5, 0.0).numpy()
     impulse = np.zeros((21, 21))
     impulse[10, 10] = 1
     ref = ndimage.gaussian_filter(impulse, 1.5, truncate=4.0, mode="constant")
@@ -62,20 +63,20 @@ def test_kernel_families_follow_basicsrs_formulas():
     grid = np.stack([xx, yy], -1)
     q = np.sum((grid @ inv) * grid, -1)
     for ours, ref in [
-        (R.gaussian_kernel(21, sx, sy, theta), np.exp(-0.5 * q)),
-        (R.generalized_kernel(21, sx, sy, theta, beta), np.exp(-0.5 * q**beta)),
-        (R.plateau_kernel(21, sx, sy, theta, beta), 1 / (1 + q**beta)),
+        (K.gaussian_kernel(21, sx, sy, theta), np.exp(-0.5 * q)),
+        (K.generalized_kernel(21, sx, sy, theta, beta), np.exp(-0.5 * q**beta)),
+        (K.plateau_kernel(21, sx, sy, theta, beta), 1 / (1 + q**beta)),
     ]:
         np.testing.assert_allclose(ours.numpy(), ref / ref.sum(), rtol=1e-4, atol=1e-7)
     # a rotation by 90 degrees swaps the axes; beta = 1 is the Gaussian
     np.testing.assert_allclose(
-        R.gaussian_kernel(15, 2.0, 1.0, math.pi / 2),
-        R.gaussian_kernel(15, 1.0, 2.0, 0.0),
+        K.gaussian_kernel(15, 2.0, 1.0, math.pi / 2),
+        K.gaussian_kernel(15, 1.0, 2.0, 0.0),
         atol=1e-6,
     )
     np.testing.assert_allclose(
-        R.generalized_kernel(15, 2.0, 1.0, 0.3, 1.0),
-        R.gaussian_kernel(15, 2.0, 1.0, 0.3),
+        K.generalized_kernel(15, 2.0, 1.0, 0.3, 1.0),
+        K.gaussian_kernel(15, 2.0, 1.0, 0.3),
         atol=1e-6,
     )
 
@@ -88,7 +89,7 @@ def test_sinc_kernel_is_the_circular_low_pass():
         ref = cutoff * special.j1(cutoff * r) / (2 * np.pi * r)
     ref[size // 2, size // 2] = cutoff**2 / (4 * np.pi)
     ref = np.pad(ref / ref.sum(), 2)
-    np.testing.assert_allclose(R.sinc_kernel(size, cutoff).numpy(), ref, atol=1e-6)
+    np.testing.assert_allclose(K.sinc_kernel(size, cutoff).numpy(), ref, atol=1e-6)
 
 
 def test_random_kernels_sum_to_one_on_a_centred_odd_square():
@@ -119,9 +120,9 @@ def test_blur_is_a_reflect_101_correlation(batched):
     kernel = np.random.default_rng(0).random((21, 21)).astype(np.float32)  # not symmetric
     kernel /= kernel.sum()
     if batched:
-        ours = R.blur_batch(tf.constant(image[None]), tf.constant(kernel[None]))[0].numpy()
+        ours = K.blur_batch(tf.constant(image[None]), tf.constant(kernel[None]))[0].numpy()
     else:
-        ours = R.blur(tf.constant(image), tf.constant(kernel)).numpy()
+        ours = K.blur(tf.constant(image), tf.constant(kernel)).numpy()
     ref = np.stack([ndimage.correlate(image[..., c], kernel, mode="mirror") for c in range(3)], -1)
     np.testing.assert_allclose(ours, ref, atol=2e-6)
 
@@ -130,7 +131,7 @@ def test_gaussian_noise_has_the_drawn_sigma_and_grey_noise_is_one_plane():
     flat = tf.fill([256, 256, 3], 0.5)
     for gray in (0.0, 1.0):
         noisy = R.gaussian_noise(
-            R.Draws.from_seed(tf.constant([1, 2])), flat, (12.0, 12.0), gray
+            K.Draws.from_seed(tf.constant([1, 2])), flat, (12.0, 12.0), gray
         ).numpy()
         noise = (noisy - 0.5) * 255
         assert abs(noise.std() - 12) < 0.3 and abs(noise.mean()) < 0.3
@@ -144,7 +145,7 @@ def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
     ramp = np.repeat(np.linspace(0.2, 0.8, 256, dtype=np.float32)[None], 256, 0)
     ramp[:, :128] = np.linspace(0, 1, 128 * 256).reshape(256, 128)  # all 256 levels present
     image = tf.constant(np.repeat(ramp[..., None], 3, -1))
-    noisy = R.poisson_noise(R.Draws.from_seed(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
+    noisy = R.poisson_noise(K.Draws.from_seed(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
     rounded = np.round(image.numpy() * 255) / 255
     noise = (noisy - rounded)[:, 128:]  # levels 0.2..0.8: no clipping
     assert abs(noise.mean()) < 5e-4

@@ -49,19 +49,15 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-
-KERNEL_SIZE = 21
-"""Side of every blur and sinc kernel (pixels): smaller kernels (7..19) are zero-padded to it."""
-
-KERNEL_TYPES = (
-    "iso",
-    "aniso",
-    "generalized_iso",
-    "generalized_aniso",
-    "plateau_iso",
-    "plateau_aniso",
+from sr.core.kernels import (
+    KERNEL_SIZE,
+    KERNEL_TYPES,
+    Draws,
+    blur,
+    blur_batch,
+    final_sinc,
+    random_kernel,
 )
-"""The blur kernel families of ``kernel_prob`` (in this order)."""
 
 RESIZE_MODES = ("area", "bilinear", "bicubic")
 """Interpolations of the random resizes, drawn uniformly."""
@@ -152,214 +148,8 @@ def _check_params(p: Params) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Random draws: the scalars of an image from one vector of uniforms, its noise fields from seeds
-# ------------------------------------------------------------------------------------------------
-class Draws:
-    """The random numbers of one image (or of a batch of images, one per image): scalar draws
-    taken in turn from a vector of uniforms drawn once (one op instead of one per draw), the
-    noise fields from seeds folded from the image's seed.
-
-    Args:
-        uniforms: float32 ``[..., K]`` uniforms in [0, 1): K draws per image.
-        seed: int64 ``[2]`` seed of the image's noise fields (:meth:`seed`), or None for a batch
-            (kernels only).
-    """
-
-    def __init__(self, uniforms: tf.Tensor, seed=None):
-        self.u, self.key = uniforms, seed
-        self.n = self.k = 0
-
-    @classmethod
-    def from_seed(cls, seed, count: int = 64) -> Draws:
-        """The draws of one image from its int ``[2]`` seed: ``count`` uniforms."""
-        seed = tf.cast(seed, tf.int64)
-        return cls(tf.random.stateless_uniform([count], seed), seed)
-
-    def next(self) -> tf.Tensor:
-        """The next unused uniform, float32 ``[...]``.
-
-        Raises:
-            IndexError: when more than K were taken (a programming error: raise the count).
-        """
-        if self.n >= self.u.shape[-1]:
-            raise IndexError(f"only {self.u.shape[-1]} draws were made")
-        self.n += 1
-        return self.u[..., self.n - 1]
-
-    def seed(self) -> tf.Tensor:
-        """A fresh int64 ``[2]`` seed folded from the image's seed (for a noise field)."""
-        self.k += 1
-        return tf.random.experimental.stateless_fold_in(self.key, self.k)
-
-    def fork(self, count: int = 8) -> Draws:
-        """Draws of their own from a fresh seed (for one branch of a ``tf.cond``)."""
-        return Draws.from_seed(self.seed(), count)
-
-    def uniform(self, low=0.0, high=1.0) -> tf.Tensor:
-        """float32 ``[...]`` uniform in [low, high)."""
-        return low + (high - low) * self.next()
-
-    def chance(self, p: float) -> tf.Tensor:
-        """bool ``[...]``, true with probability ``p``."""
-        return self.next() < p
-
-    def choice(self, probs) -> tf.Tensor:
-        """int32 ``[...]`` index drawn with probabilities ``probs`` (by the cumulative sums)."""
-        edges = tf.constant(np.cumsum(probs)[:-1], tf.float32)
-        return tf.reduce_sum(tf.cast(self.next()[..., tf.newaxis] >= edges, tf.int32), -1)
-
-    def beta(self, low: float, high: float) -> tf.Tensor:
-        """Real-ESRGAN's shape parameter: uniform in [low, 1) or [1, high), one half each."""
-        below, a, b = self.chance(0.5), self.uniform(low, 1.0), self.uniform(1.0, high)
-        return tf.where(below, a, b)
-
-
-def _map(x) -> tf.Tensor:
-    """A per-image value ``[...]`` as ``[..., 1, 1]``, to broadcast over a kernel's grid."""
-    return tf.convert_to_tensor(x, tf.float32)[..., tf.newaxis, tf.newaxis]
-
-
-# ------------------------------------------------------------------------------------------------
-# Kernels (BasicSR ``degradations.py``), on the 21 x 21 grid; any leading batch shape
-# ------------------------------------------------------------------------------------------------
-def _grid() -> tuple[tf.Tensor, tf.Tensor]:
-    """float32 ``[21, 21]`` x (column) and y (row) offsets from the centre, as BasicSR's
-    ``mesh_grid``."""
-    ax = np.arange(KERNEL_SIZE, dtype=np.float32) - KERNEL_SIZE // 2
-    xx, yy = np.meshgrid(ax, ax)
-    return tf.constant(xx), tf.constant(yy)
-
-
-def _crop_to(kernel: tf.Tensor, size) -> tf.Tensor:
-    """``kernel`` ``[..., 21, 21]`` zero outside its central ``size`` x ``size`` (``size``
-    ``[...]``), normalised to sum 1 (a kernel of that side padded to 21, as the official code
-    pads)."""
-    xx, yy = _grid()
-    half = _map(tf.cast(tf.cast(size, tf.int32) // 2, tf.float32))
-    inside = tf.logical_and(tf.abs(xx) <= half, tf.abs(yy) <= half)
-    kernel = tf.where(inside, kernel, 0.0)
-    return kernel / tf.reduce_sum(kernel, axis=[-2, -1], keepdims=True)
-
-
-def quadratic_form(sigma_x, sigma_y, theta) -> tf.Tensor:
-    """``[x y] Sigma^-1 [x y]^T`` on the grid, ``Sigma = R diag(sx^2, sy^2) R^T`` with R the
-    rotation by ``theta`` (radians): BasicSR's ``sigma_matrix2`` and ``pdf2``. float32
-    ``[..., 21, 21]`` for ``[...]`` parameters."""
-    xx, yy = _grid()
-    sigma_x, sigma_y, theta = _map(sigma_x), _map(sigma_y), _map(theta)
-    c, s = tf.cos(theta), tf.sin(theta)
-    a, b = 1.0 / tf.square(sigma_x), 1.0 / tf.square(sigma_y)  # inverse in the rotated frame
-    inv_xx = c * c * a + s * s * b
-    inv_yy = s * s * a + c * c * b
-    inv_xy = c * s * (a - b)
-    return inv_xx * xx * xx + 2.0 * inv_xy * xx * yy + inv_yy * yy * yy
-
-
-def gaussian_kernel(size, sigma_x, sigma_y, theta) -> tf.Tensor:
-    """Bivariate Gaussian ``exp(-q / 2)``, side ``size`` padded to 21, sums to 1. float32."""
-    return _crop_to(tf.exp(-0.5 * quadratic_form(sigma_x, sigma_y, theta)), size)
-
-
-def generalized_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
-    """Generalized Gaussian ``exp(-(q^beta) / 2)`` (BasicSR's ``bivariate_generalized_Gaussian``;
-    beta = 1 is the Gaussian), padded to 21, sums to 1. float32 ``[..., 21, 21]``."""
-    q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(tf.exp(-0.5 * tf.pow(q, _map(beta))), size)
-
-
-def plateau_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
-    """Plateau ``1 / (1 + q^beta)`` (BasicSR's ``bivariate_plateau``), padded to 21, sums to 1.
-    float32 ``[..., 21, 21]``."""
-    q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(1.0 / (1.0 + tf.pow(q, _map(beta))), size)
-
-
-def sinc_kernel(size, cutoff) -> tf.Tensor:
-    """2-D circular low-pass ``w_c J1(w_c r) / (2 pi r)``, ``w_c^2 / (4 pi)`` at the centre
-    (BasicSR's ``circular_lowpass_kernel``; ``cutoff`` w_c in radians, pi = no filtering of the
-    sampled band), side ``size`` padded to 21, sums to 1. float32 ``[..., 21, 21]``."""
-    xx, yy = _grid()
-    r = tf.sqrt(xx * xx + yy * yy)
-    safe = tf.where(r > 0, r, 1.0)
-    cutoff = _map(cutoff)
-    k = cutoff * tf.math.special.bessel_j1(cutoff * safe) / (2.0 * math.pi * safe)
-    k = tf.where(r > 0, k, tf.square(cutoff) / (4.0 * math.pi))
-    return _crop_to(k, size)
-
-
-def _side(draws: Draws, sizes) -> tf.Tensor:
-    """A kernel side drawn uniformly from ``sizes``, int32 ``[...]``."""
-    return tf.gather(tf.constant(sizes, tf.int32), draws.choice([1 / len(sizes)] * len(sizes)))
-
-
-def random_kernel(draws: Draws, stage: dict, sizes) -> tf.Tensor:
-    """One stage's blur kernel (``realesrgan_dataset.py``): a side drawn from ``sizes``; with
-    ``sinc_prob`` a sinc of cutoff in [pi/3, pi] (side < 13) or [pi/5, pi]; else a family drawn by
-    ``kernel_prob`` with sigmas from ``blur_sigma``, angle in [-pi, pi] (anisotropic ones) and
-    beta from ``betag_range`` / ``betap_range``. float32 ``[..., 21, 21]``, each sums to 1."""
-    size, family = _side(draws, sizes), draws.choice(stage["kernel_prob"])
-    lo, hi = stage["blur_sigma"]
-    sigma_x, sigma_y, theta = draws.uniform(lo, hi), draws.uniform(lo, hi), draws.uniform()
-    aniso = tf.equal(family % 2, 1)  # the *_aniso entries of KERNEL_TYPES
-    sigma_y = tf.where(aniso, sigma_y, sigma_x)
-    theta = tf.where(aniso, theta * 2 * math.pi - math.pi, 0.0)
-    q = quadratic_form(sigma_x, sigma_y, theta)
-    betag, betap = _map(draws.beta(*stage["betag_range"])), _map(draws.beta(*stage["betap_range"]))
-    kernels = tf.stack(
-        [tf.exp(-0.5 * q), tf.exp(-0.5 * tf.pow(q, betag)), 1.0 / (1.0 + tf.pow(q, betap))], -3
-    )
-    weights = tf.one_hot(family // 2, 3)[..., tf.newaxis, tf.newaxis]  # Gaussian, gen., plateau
-    kernel = _crop_to(tf.reduce_sum(kernels * weights, -3), size)
-    low = tf.where(size < 13, math.pi / 3, math.pi / 5)
-    sinc = sinc_kernel(size, low + draws.uniform() * (math.pi - low))
-    use_sinc = draws.chance(stage["sinc_prob"])[..., tf.newaxis, tf.newaxis]
-    return tf.where(use_sinc, sinc, kernel)
-
-
-def final_sinc(draws: Draws, p: Params) -> tf.Tensor:
-    """The final sinc filter: with ``final_sinc_prob`` a sinc of a drawn side and cutoff in
-    [pi/3, pi], else the identity (a centred pulse). float32 ``[..., 21, 21]``."""
-    sinc = sinc_kernel(_side(draws, p.kernel_sizes), draws.uniform(math.pi / 3, math.pi))
-    pulse = tf.one_hot(KERNEL_SIZE // 2, KERNEL_SIZE)
-    pulse = pulse[:, tf.newaxis] * pulse[tf.newaxis, :]
-    return tf.where(draws.chance(p.final_sinc_prob)[..., tf.newaxis, tf.newaxis], sinc, pulse)
-
-
-# ------------------------------------------------------------------------------------------------
 # Operations on one image [H, W, 3], float32 in [0, 1]
 # ------------------------------------------------------------------------------------------------
-def blur_batch(images: tf.Tensor, kernels: tf.Tensor) -> tf.Tensor:
-    """Correlate every channel of image i of ``images`` ``[B, H, W, C]`` with ``kernels[i]``
-    (``[B, 21, 21]``), borders reflected (BasicSR's ``filter2D``: PyTorch ``reflect`` = OpenCV
-    ``BORDER_REFLECT_101``); H, W >= 11. One depthwise convolution over the B C planes (7x
-    faster per image than one image at a time on 3 channels). Same shape, float32."""
-    pad = KERNEL_SIZE // 2
-    x = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]], mode="REFLECT")
-    shape = tf.shape(x)
-    b, c = shape[0], images.shape[-1]
-    planes = tf.reshape(tf.transpose(x, [1, 2, 0, 3]), [1, shape[1], shape[2], b * c])
-    k = tf.repeat(tf.transpose(kernels, [1, 2, 0]), c, axis=-1)[..., tf.newaxis]
-    out = tf.nn.depthwise_conv2d(planes, k, [1, 1, 1, 1], "VALID")[0]  # [H, W, B C]
-    out = tf.reshape(out, [shape[1] - 2 * pad, shape[2] - 2 * pad, b, c])
-    return tf.transpose(out, [2, 0, 1, 3])
-
-
-def blur(image: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
-    """:func:`blur_batch` of one image ``[H, W, C]`` by one kernel [21, 21], computed by FFT
-    (2x faster than a 3-channel depthwise convolution at 132 pixels; equal to it within float32
-    rounding, ~1e-6): the reflected image's planes times the kernel's spectrum; the circular
-    wrap only reaches the padding that is cut away."""
-    pad = KERNEL_SIZE // 2
-    x = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="REFLECT")
-    shape = tf.shape(x)
-    planes = tf.transpose(x, [2, 0, 1])  # [C, H + 20, W + 20]
-    flipped = tf.reverse(kernel, [0, 1])  # correlation = convolution with the flipped kernel
-    k = tf.pad(flipped, [[0, shape[0] - KERNEL_SIZE], [0, shape[1] - KERNEL_SIZE]])
-    spectrum = tf.signal.rfft2d(planes) * tf.signal.rfft2d(k)[tf.newaxis]
-    out = tf.signal.irfft2d(spectrum, fft_length=shape[:2])[:, 2 * pad :, 2 * pad :]
-    return tf.ensure_shape(tf.transpose(out, [1, 2, 0]), image.shape)
-
-
 def resize(image: tf.Tensor, size, mode) -> tf.Tensor:
     """``image`` ``[H, W, C]`` resized to ``size`` (height, width; each at least
     :data:`MIN_SIDE`) by ``RESIZE_MODES[mode]`` (int32 scalar tensor), without antialiasing (as
@@ -484,7 +274,7 @@ def kernels(seeds, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     return (
         random_kernel(draws, params.stage(1), params.kernel_sizes),
         random_kernel(draws, params.stage(2), params.kernel_sizes),
-        final_sinc(draws, params),
+        final_sinc(draws, params.kernel_sizes, params.final_sinc_prob),
     )
 
 
