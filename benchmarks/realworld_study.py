@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SET14 = ROOT.parent / "shared" / "datasets" / "Set14"
 SETS = {"bicubic": ("bicubic", "0"), "realesrgan": ("realesrgan", "0")}  # name: (degr., seed)
+STEPS = re.compile(r"steps reached: (\d+) of")
 MODELS = {
     "rgb_realesrgan": ["degradation=realesrgan", "data.channels=rgb"],
     "y_bicubic": [],
@@ -75,8 +77,10 @@ def train(runs: Path, name: str, overrides: list[str], seed: int, minutes: float
 
 
 def score(folder: Path, sets: dict[str, Path]) -> dict:
-    """``{set: (psnr, ssim, bicubic psnr, bicubic ssim)}`` of a run's best checkpoint."""
-    out = {}
+    """``{set: (psnr, ssim, bicubic psnr, bicubic ssim)}`` of a run's best checkpoint, and
+    ``"steps"``: the steps the run reached in its budget (its ``train.log``)."""
+    reached = STEPS.findall((folder / "train.log").read_text())
+    out: dict = {"steps": int(reached[-1]) if reached else 0}
     for name, lr in sets.items():
         dest = folder / f"eval-set14-{name}"
         if not (dest / "results.json").is_file():
@@ -96,13 +100,15 @@ def mean_sd(values: list[float], digits: int) -> str:
 def table(scores: dict[str, dict[int, dict]]) -> str:
     """Per run, per model (mean ± sd) and the difference of the means."""
     lines = [
-        "| run | Set14, bicubic LR: PSNR / SSIM | Set14, Real-ESRGAN LR (seed 0): PSNR / SSIM |",
-        "| --- | ---: | ---: |",
+        "| run | steps | Set14, bicubic LR: PSNR / SSIM | Set14, Real-ESRGAN LR (seed 0): "
+        "PSNR / SSIM |",
+        "| --- | ---: | ---: | ---: |",
     ]
     for model, per_seed in scores.items():
         for seed, s in per_seed.items():
             lines.append(
-                f"| `{model}_seed{seed}` | {s['bicubic'][0]:.2f} / {s['bicubic'][1]:.4f} | "
+                f"| `{model}_seed{seed}` | {s['steps']:,} | "
+                f"{s['bicubic'][0]:.2f} / {s['bicubic'][1]:.4f} | "
                 f"{s['realesrgan'][0]:.2f} / {s['realesrgan'][1]:.4f} |"
             )
     means = {}
@@ -118,13 +124,13 @@ def table(scores: dict[str, dict[int, dict]]) -> str:
         )
     any_run = next(iter(next(iter(scores.values())).values()))
     lines.append(
-        f"| bicubic upscaling | {any_run['bicubic'][2]:.2f} / {any_run['bicubic'][3]:.4f} | "
+        f"| bicubic upscaling | | {any_run['bicubic'][2]:.2f} / {any_run['bicubic'][3]:.4f} | "
         f"{any_run['realesrgan'][2]:.2f} / {any_run['realesrgan'][3]:.4f} |"
     )
     if len(scores) == 2:
         a, b = scores
         lines.append(
-            f"| **{a} - {b}** | {means[a, 'bicubic'] - means[b, 'bicubic']:+.2f} dB | "
+            f"| **{a} - {b}** | | {means[a, 'bicubic'] - means[b, 'bicubic']:+.2f} dB | "
             f"{means[a, 'realesrgan'] - means[b, 'realesrgan']:+.2f} dB |"
         )
     return "\n".join(lines)

@@ -282,7 +282,8 @@ def evaluate_images(
         scale: s.
         keep: keep the arrays of the first ``keep`` images (for TensorBoard panels).
         lr_files: None to make each LR (protocol step 2); or the LR image of each HR file, in
-            the same order (paired evaluation, :func:`match_lr_files`).
+            the same order (paired evaluation, :func:`match_lr_files`): a path, or the uint8
+            image itself.
         rgb: report :data:`RGB_METRICS`; None: for an RGB model only.
 
     Returns:
@@ -302,7 +303,7 @@ def evaluate_images(
     pairs = ((f, None) for f in files) if lr_files is None else zip(files, lr_files)
     for path, lr_path in pairs:
         name = Path(path).name
-        lr = None if lr_path is None else load_image(lr_path)
+        lr = lr_path if lr_path is None or isinstance(lr_path, np.ndarray) else load_image(lr_path)
         item = prepare(load_image(path), scale, name, lr=lr)
         row, sr_y = score_image(model, item, scale, rgb)
         if sr_y is not None and len(panels) < keep:

@@ -318,3 +318,33 @@ def test_combinations_that_cannot_work_are_refused(folders, overrides, message):
     cfg = compose(f"data.hr_dir={folders / 'train'}", "data.val_dir=null", *overrides)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         build_source(cfg)
+
+
+def test_a_degraded_run_is_validated_on_a_fixed_degraded_set(folders, tmp_path):
+    """Validation LR of degradation=realesrgan: each validation image degraded with (0, i), the
+    same in every run, not the bicubic LR (the best checkpoint is chosen on the LR trained for)."""
+    from sr.core.degrade import make_lr
+    from sr.core.images import load_image
+    from sr.evaluation import modcrop
+    from sr.train.validation import degraded_val_lr
+
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "degradation=realesrgan",
+        "data.channels=rgb",
+        f"data.data_root={tmp_path / 'root'}",
+    )
+    src = build_source(cfg)
+    first, again = degraded_val_lr(src), degraded_val_lr(src)
+    assert len(first) == len(src.val_files) == 2
+    for lr, same, path in zip(first, again, src.val_files):
+        hr = modcrop(load_image(path), 4)
+        assert lr.dtype == np.uint8 and lr.shape == (
+            hr.shape[0] // 4,
+            hr.shape[1] // 4,
+            hr.shape[2],
+        )
+        np.testing.assert_array_equal(lr, same)
+        assert np.abs(lr.astype(float) - make_lr(hr, 4).numpy()).mean() > 1  # not bicubic
+    assert degraded_val_lr(build_source(compose(f"data.hr_dir={folders / 'train'}"))) is None

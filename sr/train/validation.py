@@ -13,10 +13,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sr.core.images import ImageFolderError
+from sr.core.images import ImageFolderError, load_image
 from sr.data.sequence import SequenceSource
 from sr.data.source import PatchSource
-from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
+from sr.evaluation import METRICS, evaluate_images, evaluate_sequences, gray_of, modcrop
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,30 @@ class ValidationError(ImageFolderError):
     """A validation image failed mid-run (after the step's checkpoint was saved)."""
 
 
-def evaluate_source(source: PatchSource, model, keep: int = 0) -> dict:
+VAL_SEED = 0  # the seed of the degraded validation LR: the same images in every run
+
+
+def degraded_val_lr(source: PatchSource) -> list[np.ndarray] | None:
+    """The validation LR images of a source whose degradation is not bicubic: image i of
+    ``val_dir`` (name order), cropped to a multiple of the scale, degraded with ``(VAL_SEED,
+    i)`` (``lr_image`` of the degradation), uint8 ``[H / s, W / s, C]``; None for bicubic (the
+    protocol makes the LR). A model trained on degraded LR is validated (and its best checkpoint
+    chosen) on the kind of LR it is trained for, the same fixed set in every run."""
+    degradation = source.degradation
+    if degradation.name == "bicubic":
+        return None
+    images = []
+    for i, path in enumerate(source.val_files):
+        hr = modcrop(load_image(path), source.scale)
+        rgb = np.repeat(hr, 3, -1) if hr.shape[-1] == 1 else hr[..., :3]
+        lr = degradation.lr_image(rgb, source.scale, VAL_SEED, i)
+        if hr.shape[-1] == 1:  # a gray image's LR stays gray, as evaluation's --save-lr keeps it
+            lr = np.clip(np.round(gray_of(lr.astype(np.float64))), 0, 255).astype(np.uint8)
+        images.append(lr)
+    return images
+
+
+def evaluate_source(source: PatchSource, model, keep: int = 0, lr_images=None) -> dict:
     """Score ``model`` on ``source``'s validation data: its validation sequences
     (:func:`sr.evaluation.evaluate_sequences`, windows as the source's) for ``data=sequence``,
     else its validation images (:func:`sr.evaluation.evaluate_images`); see those for the
@@ -35,6 +58,8 @@ def evaluate_source(source: PatchSource, model, keep: int = 0) -> dict:
         source: a prepared data source.
         model: the Keras model being trained.
         keep: keep the arrays of the first ``keep`` images for TensorBoard panels.
+        lr_images: the given LR of each validation image (:func:`degraded_val_lr`), or None for
+            the protocol's bicubic LR.
     """
     if isinstance(source, SequenceSource):
         return evaluate_sequences(
@@ -47,7 +72,7 @@ def evaluate_source(source: PatchSource, model, keep: int = 0) -> dict:
             keep=keep,
             folder=source.val_dir,
         )
-    return evaluate_images(model, source.val_files, source.scale, keep=keep)
+    return evaluate_images(model, source.val_files, source.scale, keep=keep, lr_files=lr_images)
 
 
 def side_by_side(*images: np.ndarray) -> np.ndarray:
@@ -72,6 +97,13 @@ class Validator:
     def __init__(self, source, model, optimizer, averaged: bool, writer, keep: int):
         self.source, self.model, self.optimizer = source, model, optimizer
         self.averaged, self.writer, self.keep = averaged, writer, keep
+        self.lr_images = None if isinstance(source, SequenceSource) else degraded_val_lr(source)
+        if self.lr_images is not None:
+            log.info(
+                "validation LR: %s of data.val_dir, seed %d (the LR the model trains on)",
+                source.degradation.name,
+                VAL_SEED,
+            )
 
     def __call__(self, step: int) -> dict:
         """PSNR/SSIM on Y of ``data.val_dir`` (paper protocol) with the bicubic baseline, logged
@@ -94,7 +126,7 @@ class Validator:
     def evaluate(self, step: int, tag: str, what: str) -> dict:
         """Score the model's current weights on the validation images; log under ``tag/``."""
         t0 = time.perf_counter()
-        res = evaluate_source(self.source, self.model, keep=self.keep)
+        res = evaluate_source(self.source, self.model, keep=self.keep, lr_images=self.lr_images)
         with self.writer.as_default(step=step):
             for key in METRICS:
                 tf.summary.scalar(f"{tag}/{key}", res[key])
