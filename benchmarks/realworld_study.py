@@ -119,8 +119,10 @@ def table(scores: dict[str, dict[int, dict]]) -> str:
             ssim = [s[name][1] for s in per_seed.values()]
             means[model, name] = statistics.mean(psnr)
             cells.append(f"{mean_sd(psnr, 2)} / {mean_sd(ssim, 4)}")
+        steps = mean_sd([float(s["steps"]) for s in per_seed.values()], 0)
         lines.append(
-            f"| **{model}, mean ± sd, {len(per_seed)} seeds** | {cells[0]} | {cells[1]} |"
+            f"| **{model}, mean ± sd, {len(per_seed)} seeds** | {steps} | "
+            f"{cells[0]} | {cells[1]} |"
         )
     any_run = next(iter(next(iter(scores.values())).values()))
     lines.append(

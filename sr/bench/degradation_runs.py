@@ -39,7 +39,7 @@ DEG_PIPELINES = {
     for ch in ("y", "rgb")
 }
 RAM_CROPS = 1024  # RGB crops held for the in-memory rows and the reference
-TRAIN_STEPS = 300  # steps of the data-wait rows (the first 100 are the warm-up)
+TRAIN_STEPS = 200  # steps of the data-wait rows (the first 60 are the warm-up)
 DATA_WAIT = re.compile(r"step (\d+)/\d+ .*?step ([\d.]+) ms\s+data-wait ([\d.]+) ms")
 
 
@@ -131,7 +131,7 @@ def reference(a, workers: int) -> dict:
 def train_data_wait(deg: str, a) -> dict:
     """``train.py`` with EDSR-baseline on RGB pairs of ``deg`` for :data:`TRAIN_STEPS` steps
     (batch 16, ``data=generator``, no validation): mean step and data-wait (ms) over the timing
-    lines after step 100, and the data-wait share."""
+    lines after step 60, and the data-wait share."""
     root = Path(__file__).resolve().parents[2]
     run = Path(a.work) / f"train_{deg}"
     cmd = [sys.executable, str(root / "train.py"), "data=generator", "model=edsr_baseline"]
@@ -144,7 +144,7 @@ def train_data_wait(deg: str, a) -> dict:
     rows = [
         (float(step_ms), float(wait_ms))
         for step, step_ms, wait_ms in DATA_WAIT.findall(proc.stdout + proc.stderr)
-        if int(step) > 100
+        if int(step) > 60
     ]
     step_ms = sum(r[0] for r in rows) / len(rows)
     wait_ms = sum(r[1] for r in rows) / len(rows)
