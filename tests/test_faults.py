@@ -189,7 +189,7 @@ def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
     import sr.train.validation
     from sr.train.app import run
 
-    def broken(model, files, scale, keep=0):
+    def broken(model, files, scale, keep=0, lr_files=None):
         raise ImageFolderError(f"cannot decode image {files[0]}: broken data stream")
 
     # the trainer validates through sr.train.validation.evaluate_source -> evaluate_images
