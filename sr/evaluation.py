@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from sr.core.color import Y_MAX, Y_MIN, Y_OFFSET, y_channel, y_of
+from sr.core.color import gray_of, y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
@@ -98,20 +98,6 @@ def input_channels(model) -> int:
             "model reads 1 (Y) or 3 (RGB)"
         )
     return 3
-
-
-def gray_of(rgb):
-    """The gray of RGB: the value whose replication to R, G and B has the same Y (BT.601 of
-    ``sr.core.color``), ``(Y - 16) 255 / 219`` = ``0.299 R + 0.587 G + 0.114 B``; exact on gray
-    pixels (``gray_of([g, g, g]) = g``).
-
-    Args:
-        rgb: float ``[..., 3]`` on the [0, 255] scale (NumPy or TensorFlow).
-
-    Returns:
-        ``[..., 1]`` of the same kind, not rounded.
-    """
-    return (y_of(rgb) - Y_OFFSET) * (255.0 / (Y_MAX - Y_MIN))
 
 
 def modcrop(image: np.ndarray, scale: int) -> np.ndarray:

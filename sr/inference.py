@@ -11,7 +11,7 @@ the exported SavedModel compute the same thing.
 An RGB model (``sr.evaluation.input_channels`` 3: ``[B, h, w, 3]`` to ``[B, s h, s w, 3]``) takes
 R, G and B directly, with no Y/CbCr split and no bicubic chroma; alpha is still upscaled by
 bicubic. A gray image (with or without alpha) is replicated to R, G and B for the model and the
-output is turned back into gray by ``sr.evaluation.gray_of``: the gray whose replication has the
+output is turned back into gray by ``sr.core.color.gray_of``: the gray whose replication has the
 output's Y (``0.299 R + 0.587 G + 0.114 B``, exact on a gray output), so a gray image stays gray
 and ``sr.evaluation`` scores the very image written here.
 
@@ -40,11 +40,11 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.core.color import rgb_to_ycbcr, ycbcr_to_rgb
+from sr.core.color import gray_of, rgb_to_ycbcr, ycbcr_to_rgb
 from sr.core.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantize
 from sr.core.frames import TARGETS, check_same_size, target_index
 from sr.core.images import load_image
-from sr.evaluation import gray_of, input_channels
+from sr.evaluation import input_channels
 from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
 
@@ -253,7 +253,7 @@ class Upscaler:
         Returns:
             uint8 ``[B, s h, s w, C]``, rounded half up and clipped to 0..255. A Y model: Y (or
             gray) by the model, Cb, Cr and alpha by bicubic, back to RGB. An RGB model: R, G, B
-            by the model (gray: replicated, and the output's :func:`sr.evaluation.gray_of`),
+            by the model (gray: replicated, and the output's :func:`sr.core.color.gray_of`),
             alpha by bicubic.
         """
         if self.channels == 3:

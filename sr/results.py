@@ -61,6 +61,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from sr.core.color import gray_of
 from sr.core.degrade import min_hr_size, quantize
 from sr.core.images import ImageFolderError, image_size, list_images, load_image
 from sr.evaluation import (
@@ -68,7 +69,6 @@ from sr.evaluation import (
     RGB_METRICS,
     evaluate_images,
     evaluate_sequences,
-    gray_of,
     match_lr_files,
     modcrop,
 )
@@ -349,7 +349,7 @@ def save_lr_set(
     Image i of the folder in name order (``sr.core.images.list_images``), cropped to a multiple
     of the scale (``sr.evaluation.modcrop``), gray replicated to RGB, gives
     ``degradation.lr_image(hr, scale, seed, i)``, saved as ``<out_dir>/<HR stem>.png`` (RGB; for
-    a gray HR image the gray of ``sr.evaluation.gray_of``, rounded), so that the LR is a
+    a gray HR image the gray of ``sr.core.color.gray_of``, rounded), so that the LR is a
     function of ``(seed, i)`` alone and ``sr.evaluation.match_lr_files`` pairs it by name.
     :data:`LR_SET_FILE` records how the set was made. Sizes and names are checked before
     anything is written, and on any failure the files already written are removed: a set is

@@ -119,6 +119,21 @@ def y_of(rgb):
     return _row(_float(rgb), Y_OFFSET, Y_WEIGHTS)
 
 
+def gray_of(rgb):
+    """The gray of RGB: the value whose replication to R, G and B has the same Y (BT.601,
+    :func:`y_of`), ``(Y - 16) 255 / 219`` = ``0.299 R + 0.587 G + 0.114 B``; exact on gray
+    pixels (``gray_of([g, g, g]) = g``). The one gray of the project: an RGB model's output
+    for a gray image, a gray image's degraded LR, a gray crop's LR in training.
+
+    Args:
+        rgb: float ``[..., 3]`` on the [0, 255] scale (NumPy or TensorFlow).
+
+    Returns:
+        ``[..., 1]`` of the same kind, not rounded.
+    """
+    return (y_of(rgb) - Y_OFFSET) * (255.0 / (Y_MAX - Y_MIN))
+
+
 def y_channel(image) -> np.ndarray:
     """Y of BT.601 (MATLAB ``rgb2ycbcr``, first channel) of an image of any layout.
 

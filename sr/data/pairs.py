@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from sr.core.color import y_of, y_rounded
+from sr.core.color import gray_of, y_of, y_rounded
 from sr.core.degrade import flip_batch, make_lr
-
-GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # BT.601 luma without offset: a gray crop's own value
 
 
 def random_masks(batch: tf.Tensor, flip: bool, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:
@@ -110,9 +108,8 @@ def made_pairs(
     degradation of the whole crop, each crop from its own seed), then the margin is cut from
     both (``m`` HR pixels, ``m / s`` LR pixels). With ``channels="y"`` the pairs are then the
     unrounded Y of the 8-bit LR (the model input of ``sr.evaluation.prepare``) and the rounded
-    Y of the HR, as in :func:`rgb_pairs`; a gray image's crops keep their own value (its luma,
-    the channels' weighted mean by :data:`GRAY_WEIGHTS`, for an LR whose colour noise made the
-    channels differ).
+    Y of the HR, as in :func:`rgb_pairs`; a gray image's crops keep their own value (the LR's
+    ``sr.core.color.gray_of``, for an LR whose colour noise made the channels differ).
 
     Args:
         hr: uint8 ``[B, c, c, 3]`` RGB crops, c = P + 2m, m a multiple of s.
@@ -128,7 +125,7 @@ def made_pairs(
         ``(lr, hr)``: float32 ``[B, P / s, P / s, C]`` and ``[B, P, P, C]`` in [0, 1], C = 1
         (Y) or 3 (RGB); the LR on the 8-bit grid for RGB.
     """
-    flips = (flips[0], flips[1], flips[2])
+    flips = tuple(flips)
     if degradation.name == "bicubic":
         lr = rgb_lr(hr, scale, margin, flips) / 255.0
         hr = flip_batch(hr, flips)
@@ -143,8 +140,8 @@ def made_pairs(
     if channels == "rgb":
         return lr, tf.cast(hr, tf.float32) / 255.0
     is_gray = gray[:, tf.newaxis, tf.newaxis, tf.newaxis]
-    luma = tf.tensordot(lr, tf.constant(GRAY_WEIGHTS), 1)[..., tf.newaxis]
-    lr_y = tf.where(is_gray, luma, tf.cast(y_of(lr * 255.0), tf.float32) / 255.0)
+    gray = tf.cast(gray_of(lr * 255.0), tf.float32) / 255.0
+    lr_y = tf.where(is_gray, gray, tf.cast(y_of(lr * 255.0), tf.float32) / 255.0)
     hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
     return lr_y, tf.cast(hr_y, tf.float32) / 255.0
 

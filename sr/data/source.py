@@ -354,12 +354,15 @@ class PatchSource(abc.ABC):
                 independently; pipeline 0 is a single-pipeline run's stream).
         """
         if self.channels == "rgb" or self.degradation.name != "bicubic":
+            flip_v, flip_h, transpose = random_masks(
+                batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)
+            )
             return made_pairs(
                 batch["hr"],
                 batch["gray"],
                 self.scale,
                 self.margin,
-                random_masks(batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)),
+                (flip_v, flip_h, transpose if self.rot90 else None),  # as make_pairs
                 self.channels,
                 self.degradation,
                 self.element_seeds(batch["hr"], index, pipeline),

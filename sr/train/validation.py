@@ -13,10 +13,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sr.core.images import ImageFolderError, load_image
+from sr.core.images import ImageFolderError
 from sr.data.sequence import SequenceSource
 from sr.data.source import PatchSource
-from sr.evaluation import METRICS, evaluate_images, evaluate_sequences, gray_of, modcrop
+from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
+from sr.results import degraded_lr
 
 log = logging.getLogger(__name__)
 
@@ -30,22 +31,17 @@ VAL_SEED = 0  # the seed of the degraded validation LR: the same images in every
 
 def degraded_val_lr(source: PatchSource) -> list[np.ndarray] | None:
     """The validation LR images of a source whose degradation is not bicubic: image i of
-    ``val_dir`` (name order), cropped to a multiple of the scale, degraded with ``(VAL_SEED,
-    i)`` (``lr_image`` of the degradation), uint8 ``[H / s, W / s, C]``; None for bicubic (the
-    protocol makes the LR). A model trained on degraded LR is validated (and its best checkpoint
-    chosen) on the kind of LR it is trained for, the same fixed set in every run."""
+    ``val_dir`` (name order) degraded with ``(VAL_SEED, i)``, exactly as ``scripts/evaluate.py
+    --degradation --save-lr`` makes a fixed set (``sr.results.degraded_lr``); None for bicubic
+    (the protocol makes the LR). A model trained on degraded LR is validated (and its best
+    checkpoint chosen) on the kind of LR it is trained for, the same fixed set in every run."""
     degradation = source.degradation
     if degradation.name == "bicubic":
         return None
-    images = []
-    for i, path in enumerate(source.val_files):
-        hr = modcrop(load_image(path), source.scale)
-        rgb = np.repeat(hr, 3, -1) if hr.shape[-1] == 1 else hr[..., :3]
-        lr = degradation.lr_image(rgb, source.scale, VAL_SEED, i)
-        if hr.shape[-1] == 1:  # a gray image's LR stays gray, as evaluation's --save-lr keeps it
-            lr = np.clip(np.round(gray_of(lr.astype(np.float64))), 0, 255).astype(np.uint8)
-        images.append(lr)
-    return images
+    return [
+        degraded_lr(degradation, path, source.scale, VAL_SEED, i)
+        for i, path in enumerate(source.val_files)
+    ]
 
 
 def evaluate_source(source: PatchSource, model, keep: int = 0, lr_images=None) -> dict:
