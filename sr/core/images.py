@@ -400,15 +400,16 @@ class ImageSet:
         return h.hexdigest()
 
 
-def scan_folder(folder: str | os.PathLike, min_size: int) -> ImageSet:
-    """List a folder's images and drop those smaller than ``min_size`` on either side.
+def scan_folder(folder: str | os.PathLike, min_size: int, exclude=frozenset()) -> ImageSet:
+    """List a folder's images and drop those smaller than ``min_size`` on either side, and
+    those in ``exclude`` (paths, e.g. the images held out for validation).
 
     Logs one warning naming every skipped image.
 
     Raises:
         ImageFolderError: if the folder is missing, empty, or no image is large enough.
     """
-    files = list_images(folder)
+    files = [p for p in list_images(folder) if p not in exclude]
     keep, skipped = [], []
     for p in files:
         h, w = image_size(p)

@@ -391,6 +391,11 @@ class SequenceSource(PatchSource):
         **common,
     ):
         super().__init__(**common)
+        if self.val_holdout:
+            raise ValueError(
+                f"data.val_holdout={self.val_holdout} is not supported by data=sequence: hold out "
+                "whole sequences by moving them to a folder of their own, data.val_dir"
+            )
         if self.lr_dir:
             raise ValueError(
                 f"data.lr_dir={self.lr_dir} is not supported by data=sequence: every LR frame is "

@@ -54,6 +54,9 @@ class DataConfig:
     _target_: str = MISSING
     hr_dir: str = "${sr_root:}/data/demo/train"  # HR training images (PNG/JPEG)
     val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
+    # hold out N images of hr_dir (spread over name order) as the validation images, never
+    # trained on: a validation set from the training photos (then data.val_dir must be null)
+    val_holdout: int = 0
     lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
     batch_size: int = 64  # B, patches per batch
     patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
@@ -71,6 +74,23 @@ class DataConfig:
     channels: str = "y"
 
 
+def holdout(files: list[Path], count: int, key: str) -> list[Path]:
+    """``count`` of ``files`` spread evenly over their order (the i-th of ``count`` at position
+    ``floor((i + 0.5) n / count)`` of n), so that a name-sorted folder of categories gives a
+    held-out set from all over it; the same files for the same folder on every machine.
+
+    Raises:
+        ValueError: if there are not more than ``count`` files, naming ``key``.
+    """
+    n = len(files)
+    if n <= count:
+        raise ValueError(
+            f"{key} has {n} image(s), and data.val_holdout={count} would hold out all of them: "
+            f"hold out fewer (at most {n - 1}), or set data.val_dir to a folder of its own"
+        )
+    return [files[int((i + 0.5) * n / count)] for i in range(count)]
+
+
 def at_least(key: str, value, minimum=1):
     """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
     if value is None or isinstance(value, bool) or value < minimum:
@@ -85,6 +105,8 @@ class PatchSource(abc.ABC):
         hr_dir: folder of HR training images (PNG/JPEG; RGB, gray, RGBA or palette).
         val_dir: folder of full validation images, or None; listed by :meth:`prepare` and read
             by the trainer through :attr:`val_files`.
+        val_holdout: N > 0 holds out N images of ``hr_dir`` as the validation images
+            (:func:`holdout`; ``val_dir`` must then be None); 0: none.
         lr_dir: optional folder of pre-made LR images (DIV2K ``X4`` layout, ``0001x4.png``).
         batch_size: B. patch_size: HR patch P in pixels, a multiple of ``scale``. scale: s.
         flip: random flips. rot90: random transposes too.
@@ -135,6 +157,7 @@ class PatchSource(abc.ABC):
         lr_from: str = "y",
         channels: str = "y",
         degradation=None,
+        val_holdout: int = 0,
     ):
         at_least("scale", scale)
         at_least("batch_size", batch_size)
@@ -148,6 +171,13 @@ class PatchSource(abc.ABC):
             raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
         self.hr_dir = Path(hr_dir).expanduser()
         self.val_dir = Path(val_dir).expanduser() if val_dir else None
+        self.val_holdout = at_least("val_holdout", val_holdout, 0)
+        if self.val_holdout and self.val_dir:
+            raise ValueError(
+                f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
+                f"and data.val_dir={val_dir} on another folder: set data.val_dir=null (or "
+                "data.val_holdout=0)"
+            )
         self.lr_dir = Path(lr_dir).expanduser().resolve() if lr_dir else None
         self.batch_size = int(batch_size)
         self.patch_size = int(patch_size)
@@ -233,8 +263,23 @@ class PatchSource(abc.ABC):
             ImageFolderError: if the folder is missing or no image is large enough.
         """
         if self._images is None:
-            self._images = scan_folder(self.hr_dir, self.crop)
+            held = set(self.held_out)
+            self._images = scan_folder(self.hr_dir, self.crop, exclude=held)
         return self._images
+
+    @property
+    def held_out(self) -> list[Path]:
+        """The images of ``hr_dir`` held out for validation (``val_holdout``; :func:`holdout`),
+        in name order; empty with ``val_holdout=0``.
+
+        Raises:
+            ImageFolderError: if ``hr_dir`` is missing or empty.
+            ValueError: if the folder has no more than ``val_holdout`` images (nothing would be
+                left to train on).
+        """
+        if not self.val_holdout:
+            return []
+        return holdout(list_images(self.hr_dir), self.val_holdout, "data.hr_dir")
 
     @property
     def val_files(self) -> list[Path]:
@@ -249,7 +294,7 @@ class PatchSource(abc.ABC):
                 unreadable (names the file) or too small (names every such file and its size).
         """
         if self._val_files is None:
-            files = list_images(self.val_dir) if self.val_dir else []
+            files = list_images(self.val_dir) if self.val_dir else self.held_out
             self._check_val_files(files)
             self._val_files = files
         return self._val_files

@@ -6,5 +6,14 @@ from sr.models.edsr import build_edsr
 from sr.models.espcn import build_espcn
 from sr.models.espcn_mf import build_espcn_mf
 from sr.models.layers import PixelShuffle
+from sr.models.rlfn import build_rlfn
+from sr.models.span import build_span
 
-__all__ = ["PixelShuffle", "build_edsr", "build_espcn", "build_espcn_mf"]
+__all__ = [
+    "PixelShuffle",
+    "build_edsr",
+    "build_espcn",
+    "build_espcn_mf",
+    "build_rlfn",
+    "build_span",
+]

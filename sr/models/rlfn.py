@@ -1,0 +1,112 @@
+"""RLFN: F. Kong, M. Li, S. Liu, D. Liu, J. He, Y. Bai, F. Chen and L. Fu, "Residual Local
+Feature Network for Efficient Super-Resolution", CVPR Workshops (NTIRE) 2022; the winner of the
+NTIRE 2022 efficient SR challenge's runtime track. Reference code: github.com/bytedance/RLFN
+(``model/block.py``, ``model/rlfn.py``, ``model/rlfn_s.py``, ``model/rlfn_ntire.py``).
+
+A 3x3 head, residual local feature blocks (RLFB: three 3x3 conv + leaky ReLU 0.05 with a skip
+over them, a 1x1 conv, then enhanced spatial attention, ESA), a 3x3 conv with a skip to the head,
+and one 3x3 conv to ``C s^2`` channels and a pixel shuffle. ESA (Liu et al., "Residual Feature
+Aggregation Network", CVPR 2020, as RLFN trims it): 1x1 to 16 channels, a 3x3 stride-2 conv and
+a 7x7 stride-3 max pool (both unpadded), a 3x3 conv, bilinear upsampling back to the input size,
+plus a 1x1 of the 16 channels, a 1x1 back to the features, and a sigmoid that gates them.
+
+The configurations of the paper, parameter counts on RGB at x4 (``tests/test_models.py``):
+
+- RLFN, 52 features, 6 blocks: 543 K (``conf/model/rlfn.yaml``);
+- RLFN-S, 48 features, 6 blocks: 470 K (``model.features=48``);
+- the challenge entry (``rlfn_ntire``), 46 features, 48 in the blocks, 4 blocks: 317 K
+  (``model.features=46 model.mid_features=48 model.blocks=4``).
+
+On the Y channel the head and the tail read and write one channel instead of three (a few
+hundred parameters fewer). As our other models, the input in [0, 1] is shifted by -0.5 and the
+output back by +0.5 (the reference leaves normalisation to its training framework).
+
+The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``MIN_SIZE``).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
+
+MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
+
+
+@keras.saving.register_keras_serializable(package="sr")
+class ResizeLike(keras.layers.Layer):
+    """Bilinear resize (half-pixel centres, PyTorch's ``align_corners=False``) of ``x`` to the
+    height and width of ``like``: ``([B, h, w, C], [B, H, W, D]) -> [B, H, W, C]``."""
+
+    def call(self, x, like):
+        return tf.image.resize(x, tf.shape(like)[1:3], method="bilinear")
+
+
+def esa(x, features: int, esa_channels: int = 16):
+    """Enhanced spatial attention as RLFN uses it (no ``conv_max``, no ``conv3_``): ``x`` times a
+    sigmoid gate of the same shape ``[B, h, w, features]``; h, w >= :data:`MIN_SIZE`."""
+    f = esa_channels
+    c1_ = keras.layers.Conv2D(f, 1)(x)
+    c1 = keras.layers.Conv2D(f, 3, strides=2, padding="valid")(c1_)
+    v_max = keras.layers.MaxPooling2D(7, strides=3, padding="valid")(c1)
+    c3 = keras.layers.Conv2D(f, 3, padding="same")(v_max)
+    c3 = ResizeLike()(c3, x)
+    cf = keras.layers.Conv2D(f, 1)(c1_)
+    c4 = keras.layers.Conv2D(features, 1)(keras.layers.Add()([c3, cf]))
+    return keras.layers.Multiply()([x, keras.layers.Activation("sigmoid")(c4)])
+
+
+def rlfb(x, features: int, mid_features: int, esa_channels: int = 16):
+    """Residual local feature block: ``[B, h, w, features]`` to the same shape."""
+    out = x
+    for filters in (mid_features, mid_features, features):
+        out = keras.layers.Conv2D(filters, 3, padding="same")(out)
+        out = keras.layers.LeakyReLU(negative_slope=0.05)(out)
+    out = keras.layers.Add()([out, x])
+    out = keras.layers.Conv2D(features, 1)(out)
+    return esa(out, features, esa_channels)
+
+
+def build_rlfn(
+    scale: int = 4,
+    channels: int = 1,
+    features: int = 52,
+    mid_features: int | None = None,
+    blocks: int = 6,
+    esa_channels: int = 16,
+    bicubic_skip: bool = False,
+) -> keras.Model:
+    """Build RLFN; the defaults are the paper's RLFN (``conf/model/rlfn.yaml``).
+
+    Args:
+        scale: upscaling factor s (any integer >= 2: one pixel shuffle of s).
+        channels: image channels C (1 for Y, 3 for RGB).
+        features: channels between blocks (paper: 52 RLFN, 48 RLFN-S, 46 the challenge entry).
+        mid_features: channels inside a block's first two convs (None: ``features``; 48 in the
+            challenge entry).
+        blocks: RLFBs (paper: 6; the challenge entry 4).
+        esa_channels: channels of ESA (paper: 16).
+        bicubic_skip: add the bicubic upscaling of the input to the output (as VDSR and our
+            ``edsr_lite``), instead of the +0.5 shift; not in the paper.
+
+    Returns:
+        Keras model, input float ``[B, h, w, C]`` in [0, 1] with h, w >= 15, output float32
+        ``[B, s h, s w, C]``.
+    """
+    mid = int(mid_features or features)
+    lr = keras.Input(shape=(None, None, channels), name="lr")
+    x = keras.layers.Rescaling(1.0, offset=-0.5)(lr)
+    head = keras.layers.Conv2D(features, 3, padding="same")(x)
+    x = head
+    for _ in range(blocks):
+        x = rlfb(x, features, mid, esa_channels)
+    x = keras.layers.Conv2D(features, 3, padding="same")(x)
+    x = keras.layers.Add()([x, head])
+    x = keras.layers.Conv2D(channels * scale * scale, 3, padding="same")(x)
+    x = PixelShuffle(scale)(x)
+    if bicubic_skip:
+        x = keras.layers.Add()([x, UpSampling2D(scale, interpolation="bicubic")(lr)])
+    else:
+        x = keras.layers.Rescaling(1.0, offset=0.5)(x)
+    return keras.Model(lr, float32_output(x), name=f"rlfn_x{scale}")
