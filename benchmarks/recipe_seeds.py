@@ -4,6 +4,12 @@ rate: is it stable, and does the divergence guard catch and recover a run that i
     python benchmarks/recipe_seeds.py --runs outputs/recipe_seeds            # train, score, table
     python benchmarks/recipe_seeds.py --runs outputs/recipe_seeds --which full quarter
     python benchmarks/recipe_seeds.py --runs outputs/recipe_seeds --table    # table only
+    python benchmarks/recipe_seeds.py --experiment cpu20_holdout --which full --runs outputs/h
+
+``--experiment`` picks the recipe (``experiment=<name>``, default ``cpu20_hr_sample``); the
+table's validation column is the best validation PSNR of the run's log, on the recipe's own
+validation images (Set5 for ``cpu20_hr_sample``, held-out training photos for
+``cpu20_holdout``).
 
 Runs, one after the other (each needs the machine to itself: the recipe is a time budget), each
 ``python train.py experiment=cpu20_hr_sample seed=S hydra.run.dir=<runs>/<name>`` then
@@ -35,6 +41,7 @@ SETS = [ROOT.parent / "shared" / "datasets" / name for name in ("Set5", "Set14")
 QUARTER = 19.5 / 4  # minutes
 STEPS = re.compile(r"steps reached: (\d+) of")
 ROLLBACK = re.compile(r"divergence guard: (.*?)\. Rollback (\d+) of")
+VALIDATION = re.compile(r"validation step \d+ on \d+ images: PSNR ([\d.]+) dB")
 
 
 def plan(which: list[str], seeds: list[int], lr: float) -> list[tuple[str, list[str]]]:
@@ -49,12 +56,12 @@ def plan(which: list[str], seeds: list[int], lr: float) -> list[tuple[str, list[
     return runs
 
 
-def train_and_score(runs: Path, name: str, overrides: list[str]) -> None:
+def train_and_score(runs: Path, name: str, overrides: list[str], experiment: str) -> None:
     """Train one run (unless it ended) and score its best and last checkpoints."""
     run = runs / name
     if (run / "done").is_file():
         return
-    cmd = [sys.executable, "train.py", "experiment=cpu20_hr_sample", f"hydra.run.dir={run}"]
+    cmd = [sys.executable, "train.py", f"experiment={experiment}", f"hydra.run.dir={run}"]
     with open(runs / f"{name}.out", "w") as out:
         code = subprocess.run([*cmd, *overrides], cwd=ROOT, stdout=out, stderr=out).returncode
     (runs / f"{name}.exit").write_text(f"exit {code}\n")
@@ -75,6 +82,7 @@ def summary(runs: Path, name: str) -> dict:
         "steps": int(STEPS.findall(log)[-1]) if STEPS.search(log) else None,
         "rollbacks": ROLLBACK.findall(log),
         "exit": (runs / f"{name}.exit").read_text().split()[-1],
+        "val": max(map(float, VALIDATION.findall(log)), default=float("nan")),
     }
     for which in ("best", "last"):
         res = json.loads((runs / name / f"eval-{which}" / "results.json").read_text())
@@ -92,15 +100,16 @@ def mean_sd(values: list[float], digits: int) -> str:
 def table(rows: list[dict]) -> str:
     """The markdown table of the runs, then mean ± standard deviation per group of seeds."""
     head = (
-        "| run | steps reached | rollbacks | exit | best: step | best: Set5 PSNR / SSIM | "
-        "best: Set14 PSNR / SSIM | last: Set5 / Set14 PSNR |\n| --- |" + " ---: |" * 7
+        "| run | steps reached | rollbacks | exit | best: step | validation: best PSNR | "
+        "best: Set5 PSNR / SSIM | best: Set14 PSNR / SSIM | last: Set5 / Set14 PSNR |\n"
+        "| --- |" + " ---: |" * 8
     )
     lines = [head]
     for r in rows:
         b, last = r["best"], r["last"]
         lines.append(
             f"| `{r['name']}` | {r['steps']:,} | {len(r['rollbacks'])} | {r['exit']} | "
-            f"{r['best_step']:,} | {b['Set5'][0]:.2f} / {b['Set5'][1]:.4f} | "
+            f"{r['best_step']:,} | {r['val']:.2f} | {b['Set5'][0]:.2f} / {b['Set5'][1]:.4f} | "
             f"{b['Set14'][0]:.2f} / {b['Set14'][1]:.4f} | "
             f"{last['Set5'][0]:.2f} / {last['Set14'][0]:.2f} |"
         )
@@ -116,7 +125,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| **mean ± sd, {len(group)} seeds, {label}** | "
             f"{mean_sd([float(r['steps']) for r in group], 0)} | "
-            f"{sum(len(r['rollbacks']) for r in group)} | | | {col['p5']} / {col['s5']} | "
+            f"{sum(len(r['rollbacks']) for r in group)} | | | "
+            f"{mean_sd([r['val'] for r in group], 2)} | {col['p5']} / {col['s5']} | "
             f"{col['p14']} / {col['s14']} | |"
         )
     return "\n".join(lines)
@@ -129,13 +139,14 @@ def main(argv=None) -> int:
                         choices=["full", "quarter", "lr2x"])  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--lr", type=float, default=2e-3, help="the recipe's learning rate")
+    parser.add_argument("--experiment", default="cpu20_hr_sample", help="the recipe: experiment=")
     parser.add_argument("--table", action="store_true", help="only tabulate the ended runs")
     args = parser.parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
     runs = plan(args.which, args.seeds, args.lr)
     if not args.table:
         for name, overrides in runs:
-            train_and_score(args.runs, name, overrides)
+            train_and_score(args.runs, name, overrides, args.experiment)
     rows = [summary(args.runs, n) for n, _ in runs if (args.runs / n / "done").is_file()]
     print(table(rows))
     for r in rows:

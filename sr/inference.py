@@ -47,6 +47,7 @@ from sr.core.images import load_image
 from sr.evaluation import input_channels
 from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
+from sr.models.span import Conv3XC
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ def _layer_reach(layer, factor: int) -> tuple[float, int] | None:
         return 0.0, factor * layer.factor
     if isinstance(layer, StackFrames):  # frames into channels: each pixel reads its own pixels
         return 0.0, factor
+    if isinstance(layer, Conv3XC):  # SPAN's conv: one 3x3 conv, 'same' padding
+        return 1.0 / factor, factor
     if isinstance(layer, _CONVOLUTIONS):
         if tuple(layer.strides) != (1, 1):
             return None

@@ -23,6 +23,10 @@ CONFIGS = [f"model={p.stem}" for p in sorted((ROOT / "conf" / "model").glob("*.y
     f"experiment={p.stem}" for p in sorted((ROOT / "conf" / "experiment").glob("*.yaml"))
 ]
 TILE = 16
+# models whose attention pools on a grid anchored at the input's corner (RLFN's ESA): they have no
+# finite receptive field for the tiler, which falls back to its default overlap; their tiles are
+# measured in tests/test_efficient_models.py
+NON_LOCAL = {"model=rlfn"}
 
 
 def narrow(cfg):
@@ -64,6 +68,9 @@ def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compo
     out = model(np.random.default_rng(0).random((2, 24, 24, 1), dtype=np.float32))
     assert tuple(out.shape) == (2, 24 * s, 24 * s, 1) and out.dtype == "float32"
     radius = receptive_radius(model)
+    if override in NON_LOCAL:
+        assert radius is None
+        return
     assert radius is not None, f"{override}: the tiler would fall back to a guessed overlap"
 
     narrow_model = build_model(narrow(cfg))
@@ -170,7 +177,8 @@ def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir
         assert upscale.main([*argv, "--no-progress"]) == 0
     tiled, whole = (np.asarray(Image.open(tmp_path / f"up{t}.png")) for t in ("16", "0"))
     assert whole.shape == (4 * 160, 4 * 168, 3)
-    assert np.abs(tiled.astype(int) - whole).max() <= 1 and np.mean(tiled == whole) > 0.999
+    equal = 0.99 if override in NON_LOCAL else 0.999  # pooled attention: close, not exact
+    assert np.abs(tiled.astype(int) - whole).max() <= 1 and np.mean(tiled == whole) > equal
 
     assert export.main([str(run), str(tmp_path / "saved")]) == 0
     served = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]

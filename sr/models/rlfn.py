@@ -43,6 +43,27 @@ class ResizeLike(keras.layers.Layer):
         return tf.image.resize(x, tf.shape(like)[1:3], method="bilinear")
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class LeakyReLU(keras.layers.Layer):
+    """``max(x, a x)``: leaky ReLU for 0 < a < 1, as ``keras.layers.LeakyReLU``.
+
+    TensorFlow 2.21's graph optimizer (grappler's remapper) fails on the gradient of
+    ``LeakyRelu`` after a convolution with a bias ("remapper failed: ... Mutation::Apply error"
+    logged at every trace) and then drops its other fusions of the graph; ``maximum`` is fused
+    normally and gives the same values and gradients (``tests/test_efficient_models.py``).
+    """
+
+    def __init__(self, negative_slope: float = 0.05, **kwargs):
+        super().__init__(**kwargs)
+        self.negative_slope = float(negative_slope)
+
+    def call(self, x):
+        return keras.ops.maximum(x, self.negative_slope * x)
+
+    def get_config(self):
+        return {**super().get_config(), "negative_slope": self.negative_slope}
+
+
 def esa(x, features: int, esa_channels: int = 16):
     """Enhanced spatial attention as RLFN uses it (no ``conv_max``, no ``conv3_``): ``x`` times a
     sigmoid gate of the same shape ``[B, h, w, features]``; h, w >= :data:`MIN_SIZE`."""
@@ -62,7 +83,7 @@ def rlfb(x, features: int, mid_features: int, esa_channels: int = 16):
     out = x
     for filters in (mid_features, mid_features, features):
         out = keras.layers.Conv2D(filters, 3, padding="same")(out)
-        out = keras.layers.LeakyReLU(negative_slope=0.05)(out)
+        out = LeakyReLU(0.05)(out)
     out = keras.layers.Add()([out, x])
     out = keras.layers.Conv2D(features, 1)(out)
     return esa(out, features, esa_channels)

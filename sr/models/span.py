@@ -12,9 +12,12 @@ trains over-parameterised and runs as one 3x3 conv.
 
 Parameters of the paper's x4 SPAN (52 features, RGB) as deployed: 498 K (``conf/model/span.yaml``;
 48 features: 426 K); :func:`sr.models.complexity.parameters` counts each :class:`Conv3XC` as its
-3x3 conv (``tests/test_models.py``). As our other models, the input in [0, 1] is shifted by
--0.5 and the output back by +0.5 (the reference subtracts the DIV2K mean and multiplies by 255,
-and adds nothing back).
+3x3 conv (``tests/test_efficient_models.py``). As in the reference, the input in [0, 1] is
+centred and multiplied by 255 (``img_range``): the attention ``(h + x) (sigmoid(h) - 0.5)`` is
+about ``h^2 / 4`` for small h, so on inputs of [-0.5, 0.5] the blocks' outputs shrink
+quadratically from block to block at initialisation, to exact zeros (and zero gradients) by the
+fourth block, where inputs of +-128 keep them alive. The centre is 0.5 (the reference subtracts
+the DIV2K RGB mean, 0.40 to 0.45) and the output gets it back (+0.5; the reference adds nothing).
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ def build_span(
     features: int = 48,
     blocks: int = 6,
     bicubic_skip: bool = False,
+    img_range: float = 255.0,
 ) -> keras.Model:
     """Build SPAN (``conf/model/span.yaml``: the paper's x4 model, 52 features).
 
@@ -119,6 +123,7 @@ def build_span(
             so at least 1).
         bicubic_skip: add the bicubic upscaling of the input to the output instead of the +0.5
             shift (as VDSR and our ``edsr_lite``); not in the paper.
+        img_range: the factor on the centred input (reference: 255).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
@@ -129,7 +134,7 @@ def build_span(
     if blocks < 1:
         raise ValueError(f"SPAN needs at least 1 block, got model.blocks={blocks}")
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    x = keras.layers.Rescaling(1.0, offset=-0.5)(lr)
+    x = keras.layers.Rescaling(img_range, offset=-0.5 * img_range)(lr)
     head = Conv3XC(features)(x)
     out, first = head, None
     for _ in range(blocks):
