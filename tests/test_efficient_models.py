@@ -178,3 +178,26 @@ def test_rlfn_leaky_relu_is_keras_leaky_relu():
         a, b = ours(x), theirs(x)
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(tape.gradient(a, x).numpy(), tape.gradient(b, x).numpy())
+
+
+def test_span_reparameterized_is_the_same_function_in_plain_convolutions():
+    """The deployed copy: each Conv3XC a Conv2D with its fused weights, the same outputs, and as
+    many weights as the paper counts (what exports convert)."""
+    import keras
+
+    from sr.models.span import reparameterize
+
+    keras.utils.set_random_seed(0)
+    model = build_span(4, 3, features=8, bicubic_skip=True)
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(w.numpy() + rng.normal(0, 0.02, w.shape).astype(np.float32))
+    deployed = reparameterize(model)
+    kinds = {type(layer).__name__ for layer in deployed.layers}
+    assert "Conv3XC" not in kinds and "Conv2D" in kinds
+    assert deployed.count_params() == parameters(model) == span_params(3, 8)
+    x = rng.random((2, 20, 23, 3), dtype=np.float32)
+    expected = model(x).numpy()
+    np.testing.assert_allclose(deployed(x).numpy(), expected, atol=1e-5 * np.abs(expected).max())
+    plain = build_rlfn(4, 1, features=8, blocks=1)
+    assert reparameterize(plain) is plain

@@ -150,3 +150,35 @@ def build_span(
     else:
         x = keras.layers.Rescaling(1.0, offset=0.5)(x)
     return keras.Model(lr, float32_output(x), name=f"span_x{scale}")
+
+
+def reparameterize(model: keras.Model) -> keras.Model:
+    """The model as deployed: a copy of ``model`` in which every :class:`Conv3XC` is a plain
+    ``Conv2D`` (3x3, 'same') holding its fused kernel and bias, the paper's re-parameterisation
+    for inference; other layers keep their weights. The copy computes the same function (within
+    float32 rounding) with the parameters of :func:`sr.models.complexity.parameters`, and
+    converters (TFLite, ONNX) see plain convolutions. A model without Conv3XC is returned as is.
+
+    Args:
+        model: a functional Keras model (e.g. from :func:`build_span`).
+
+    Returns:
+        A functional Keras model of the same inputs and outputs.
+    """
+    fused = {id(la): la for la in model.layers if isinstance(la, Conv3XC)}
+    if not fused:
+        return model
+
+    def clone(layer):
+        if id(layer) in fused:
+            return keras.layers.Conv2D(layer.filters, 3, padding="same", name=layer.name)
+        return layer.__class__.from_config(layer.get_config())
+
+    copy = keras.models.clone_model(model, clone_function=clone)
+    for old, new in zip(model.layers, copy.layers):
+        if id(old) in fused:
+            kernel, bias = old.fused()
+            new.set_weights([keras.ops.convert_to_numpy(kernel), keras.ops.convert_to_numpy(bias)])
+        else:
+            new.set_weights(old.get_weights())
+    return copy
