@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sr.config import ConfigError, build_source, validate_train
 from sr.data.demo import ensure_demo_for
+from sr.models.complexity import parameters
 from sr.train import distribute
 from sr.train.checkpoint import build_model
 from sr.train.loop import Trainer, setup_precision
@@ -51,7 +52,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     mixed = setup_precision(cfg.train.mixed_precision)
     with strategy.scope():
         model = build_model(cfg)
-    log.info("model %s: %d parameters", model.name, model.count_params())
+    trained, deployed = model.count_params(), parameters(model)
+    extra = f" ({deployed} as deployed, re-parameterised)" if deployed != trained else ""
+    log.info("model %s: %d parameters%s", model.name, trained, extra)
     check_model_input(model, cfg, getattr(loader, "frames", 1))
     trainer = Trainer(cfg, loader, model, run_dir, mixed=mixed, strategy=strategy)
     if cfg.resume:
