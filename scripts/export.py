@@ -1,29 +1,39 @@
-"""Export a trained run as a TensorFlow SavedModel for serving.
+"""Export a trained run: a TensorFlow SavedModel, a TFLite (LiteRT) model or an ONNX model.
 
-    python scripts/export.py <run dir> <output folder> [--checkpoint best|last|ckpt-N]
-        [--weights auto|ema|live]
+    python scripts/export.py <run dir> <output folder> [--format savedmodel|tflite|onnx]
+        [--size 256] [--quantize int8 --calibration DIR] [--calibration DIR]
+        [--checkpoint best|last|ckpt-N] [--weights auto|ema|live]
 
-The SavedModel's ``serving_default`` signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3)
-and returns ``sr``: uint8 RGB ``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.601) through the
-model, Cb and Cr by the project's bicubic, back to RGB, rounded; for an RGB run
-(``data.channels=rgb``) R, G and B through the model, rounded. It is the graph of
-``scripts/upscale.py`` (``sr.inference.Upscaler.graph``) untiled, so both give the same pixels.
-The weights are the run's averaged ones when it was trained with ``train.ema`` (``--weights live``
-for the trained ones); ``weights.txt`` in the folder says which (``<model>+ema`` for averaged),
-from which step, run and checkpoint: ``espcn_x4+ema step 4000 of <run>, checkpoint best
-(ckpt-4000)``. ``--checkpoint`` is ``best`` (the default where the run has ``checkpoints/best``:
-the best validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=``
-continues) or ``ckpt-N``.
-
-A multi-frame run (``data=sequence`` with ``data.frames`` > 1) is refused: its model reads a
-window of k frames of a sequence, which this one-image signature cannot give; upscale sequences
-with ``scripts/upscale.py <run> <folder of sequences> <output folder>``. A sequence run with
-``data.frames=1`` is a single-image model and exports as above.
-
-Load it back with::
+``--format savedmodel`` (the default) writes the whole upscaling: the ``serving_default``
+signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3) and returns ``sr``: uint8 RGB
+``[1, s H, s W, 3]`` (s = the run's scale): Y (BT.601) through the model, Cb and Cr by the
+project's bicubic, back to RGB, rounded; for an RGB run (``data.channels=rgb``) R, G and B
+through the model, rounded. It is the graph of ``scripts/upscale.py`` (``sr.inference.Upscaler``)
+untiled, so both give the same pixels. Load it back with::
 
     m = tf.saved_model.load("<output folder>")
     sr = m.signatures["serving_default"](lr=tf.constant(rgb[None]))["sr"][0].numpy()
+
+``--format tflite`` and ``--format onnx`` write the network alone (``model.tflite``,
+``model.onnx``), float32 ``[1, h, w, C]`` in [0, 1] to ``[1, s h, s w, C]``, C = 1 (Y) or 3
+(an RGB run); the colour conversion stays in ``scripts/upscale.py --backend tflite|onnx``, which
+runs them with the LiteRT interpreter or ONNX Runtime. TFLite takes a fixed input, ``--size`` x
+``--size`` LR pixels (256 by default; upscale.py tiles any image into it), ONNX any h, w.
+``--quantize int8 --calibration DIR`` (TFLite only) makes weights and activations int8, its
+ranges measured on LR tiles of the images of DIR taken as HR. Needs the export extra: ``pip
+install -e ".[export]"``. Details and measured agreement: docs/deployment.md.
+
+Every export is checked when written: run on a calibration image (the first of
+``--calibration DIR``, else scikit-image's astronaut) and compared with the Keras model; a float
+export below 45 dB PSNR fails and leaves nothing. ``export.json`` in the folder records the
+format, input and output, scale, channels, quantisation, the check's PSNR and the source: which
+weights (``<model>+ema`` for averaged ones), step, run and checkpoint. ``--checkpoint`` is
+``best`` (the default where the run has ``checkpoints/best``: the best validation PSNR so far),
+``last`` or ``ckpt-N``; ``--weights live`` exports the trained weights of a ``train.ema`` run.
+
+A multi-frame run (``data=sequence`` with ``data.frames`` > 1) is refused: its model reads a
+window of k frames of a sequence, which these one-image exports cannot give; upscale sequences
+with ``scripts/upscale.py <run> <folder of sequences> <output folder>``.
 """
 
 from __future__ import annotations
@@ -31,14 +41,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
-
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.inference import serving_module  # noqa: E402
+from sr.deploy import (  # noqa: E402
+    DEFAULT_SIZE,
+    FORMATS,
+    QUANTIZE,
+    ExportCheckError,
+    MissingExtraError,
+    check_out,
+    check_request,
+    export_model,
+    require,
+)
 from sr.train.checkpoint import (  # noqa: E402
     RunDirError,
     add_weights_argument,
@@ -49,54 +66,75 @@ from sr.train.checkpoint import (  # noqa: E402
 
 
 def export(
-    run_dir, out_dir, checkpoint: str | None = None, weights: str = "auto"
-) -> tuple[Path, int, int]:
-    """Write the SavedModel of a run's checkpoint.
+    run_dir,
+    out_dir,
+    checkpoint: str | None = None,
+    weights: str = "auto",
+    fmt: str = "savedmodel",
+    size: int = DEFAULT_SIZE,
+    quantize: str | None = None,
+    calibration: str | None = None,
+) -> dict:
+    """Write and check one export of a run's checkpoint (``sr.deploy.export_model``).
 
     Args:
         run_dir: run directory of ``train.py``.
-        out_dir: SavedModel folder to write (must not exist, or be empty).
+        out_dir: folder to write (must not exist, or be empty).
         checkpoint: ``best``, ``last`` or ``ckpt-N``; None: ``best`` where the run has one,
             else ``last`` (``sr.train.checkpoint.find_checkpoint``).
-        weights: ``auto``, ``ema`` or ``live`` (``sr.train.checkpoint.load_model_from_run``):
-            by default the averaged weights of a run trained with ``train.ema``.
+        weights: ``auto``, ``ema`` or ``live`` (``sr.train.checkpoint.load_model_from_run``).
+        fmt, size, quantize, calibration: as ``sr.deploy.export_model``.
 
     Returns:
-        ``(out_dir, scale, step)``.
+        The ``export.json`` record (``source``: label, step, run, checkpoint).
 
     Raises:
         RunDirError: for a run without config or checkpoint, or without the one chosen.
-        ValueError: if ``out_dir`` exists and is not an empty folder, or the run is multi-frame
-            (``data.frames`` > 1; names ``scripts/upscale.py``, which upscales sequences).
+        MissingExtraError: if the format's packages are not installed (before any work).
+        ExportCheckError: if a float export disagrees with Keras (below 45 dB).
+        ValueError: for an ``out_dir`` that is not empty, a multi-frame run (``data.frames`` >
+            1), or options that do not go together (``--quantize`` without tflite or without
+            ``--calibration``).
     """
-    out_dir = Path(out_dir)
+    check_request(fmt, quantize, calibration, size)
+    require(fmt)
+    check_out(out_dir)  # a non-empty output is refused now, before loading anything
     frames = int(load_run_config(run_dir).data.get("frames", 1))
     if frames > 1:
         raise ValueError(
             f"run {run_dir} is a multi-frame run (data.frames={frames}): its model reads a window "
-            f"of {frames} frames of a sequence, and the SavedModel's signature takes one image, "
-            "so it is not exported; upscale sequences with scripts/upscale.py "
-            f"{run_dir} <folder of sequences> <output folder>"
+            f"of {frames} frames of a sequence, and these exports take one image, so it is not "
+            f"exported; upscale sequences with scripts/upscale.py {run_dir} <folder of sequences> "
+            "<output folder>"
         )
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise ValueError(f"output {out_dir} already exists and is not empty: pick a new folder")
     model, cfg, step = load_model_from_run(run_dir, checkpoint, weights)
+    source = {
+        "weights": model_label(model),
+        "step": int(step),
+        "run": str(run_dir),
+        "checkpoint": str(model.sr_checkpoint),
+    }
     scale = int(cfg.data.scale)
-    module = serving_module(model, scale)
-    tf.saved_model.save(module, str(out_dir), signatures={"serving_default": module.serve})
-    (out_dir / "weights.txt").write_text(
-        f"{model_label(model)} step {step} of {run_dir}, checkpoint {model.sr_checkpoint}\n"
-    )
-    return out_dir, scale, step
+    return export_model(model, out_dir, fmt, scale, size, quantize, calibration, source)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="export.py",
-        description="SavedModel: uint8 RGB [1, H, W, 3] -> uint8 RGB [1, sH, sW, 3].",
+        prog="export.py", description="Export a run: SavedModel, TFLite or ONNX, checked."
     )
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
-    parser.add_argument("out", help="SavedModel folder to create")
+    parser.add_argument("out", help="export folder to create")
+    parser.add_argument("--format", default="savedmodel", choices=FORMATS, dest="fmt")
+    parser.add_argument(
+        "--size", type=int, default=DEFAULT_SIZE, help="TFLite: the LR input side (default 256)"
+    )
+    parser.add_argument(
+        "--quantize", choices=QUANTIZE, help="TFLite: int8 weights and activations"
+    )
+    parser.add_argument(
+        "--calibration",
+        help="folder of images (taken as HR): the check's image, and int8's calibration tiles",
+    )
     parser.add_argument(
         "--checkpoint",
         help="best (default where the run has one: the best validation PSNR), last (the newest "
@@ -109,15 +147,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        out, scale, step = export(args.run, args.out, args.checkpoint, args.weights)
-    except (RunDirError, ValueError) as e:
+        r = export(
+            args.run, args.out, args.checkpoint, args.weights, args.fmt, args.size,
+            args.quantize, args.calibration,
+        )  # fmt: skip
+    except (RunDirError, ValueError, MissingExtraError, ExportCheckError) as e:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 2
-    text = (out / "weights.txt").read_text().strip()  # "<label> step N of <run>, checkpoint C"
-    label, chosen = text.split()[0], text.rsplit(", checkpoint ", 1)[1]
+    src, check = r["source"], r.get("check")
+    agreed = f"; against Keras {check['psnr_db']} dB PSNR" if check else ""
     print(
-        f"exported {args.run} (checkpoint {chosen}, step {step}, x{scale}, {label} weights) to "
-        f"{out}: serving_default(lr: uint8 [1, H, W, 3]) -> sr: uint8 [1, {scale}H, {scale}W, 3]"
+        f"exported {args.run} (checkpoint {src['checkpoint']}, step {src['step']}, "
+        f"x{r['scale']}, {src['weights']} weights) to {args.out} as {r['format']}"
+        f"{' ' + r['quantize'] if r['quantize'] else ''}: {r['input']} -> {r['output']}{agreed}"
     )
     return 0
 

@@ -78,7 +78,8 @@ def input_channels(model) -> int:
     a multi-frame model), 3 for an RGB model (``[B, h, w, 3]``), from ``model.inputs[0]``.
 
     Args:
-        model: a Keras model; a callable without Keras inputs (or None) counts as a Y model.
+        model: a Keras model; a callable without Keras inputs counts as a Y model unless it has
+            an int attribute ``channels`` of 1 or 3 (``sr.deploy.Exported``).
 
     Returns:
         1 or 3.
@@ -87,8 +88,9 @@ def input_channels(model) -> int:
         ValueError: for a model reading another number of channels (names it).
     """
     inputs = getattr(model, "inputs", None)
-    if not inputs:
-        return 1
+    if not inputs:  # an exported model (sr.deploy.Exported) declares its channels
+        declared = getattr(model, "channels", None)
+        return declared if declared in (1, 3) else 1
     channels = inputs[0].shape[-1]
     if channels in (1, None):
         return 1

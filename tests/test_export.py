@@ -47,8 +47,10 @@ def test_export_of_a_chosen_checkpoint_differs(tmp_path, compose):
     rgb = np.ascontiguousarray(photo("coffee")[100:132, 200:240])
     outputs = {}
     for name in ("ckpt-3", "ckpt-8"):
-        out, scale, step = export.export(run, tmp_path / name, checkpoint=name)
+        record = export.export(run, tmp_path / name, checkpoint=name)
+        out, scale, step = tmp_path / name, record["scale"], record["source"]["step"]
         assert (scale, step) == (4, int(name[5:]))
+        assert record["check"]["psnr_db"] >= 45  # checked against Keras when written
         serve = tf.saved_model.load(str(out)).signatures["serving_default"]
         outputs[name] = serve(lr=tf.constant(rgb[np.newaxis]))["sr"].numpy()
     assert not np.array_equal(outputs["ckpt-3"], outputs["ckpt-8"])

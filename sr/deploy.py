@@ -1,0 +1,450 @@
+"""Exports of a trained model, checked against Keras when written, and the runtimes that run them.
+
+Formats (``scripts/export.py --format``):
+
+- ``savedmodel``: TensorFlow SavedModel of the whole upscaling (uint8 RGB in and out,
+  :func:`sr.inference.serving_module`), any input size;
+- ``tflite``: LiteRT flatbuffer of the network alone, float32 ``[1, S, S, C]`` in [0, 1] to
+  ``[1, s S, s S, C]``, S fixed at export (``--size``, 256 by default: a LiteRT model with a
+  dynamic input size read back NaN through the interpreter in our trials, so the size is fixed
+  and :class:`Exported` tiles any image into S x S windows); ``--quantize int8`` quantises weights
+  and activations to int8 (float32 input and output), calibrated on LR tiles of a folder of
+  images (:func:`calibration_inputs`);
+- ``onnx``: ONNX of the network alone, float32 ``[1, H, W, C]`` in [0, 1] to ``[1, s H, s W, C]``,
+  any H, W >= ``sr.core.degrade.MIN_LR_SIZE`` (15 for RLFN), run by ONNX Runtime.
+
+Converters are the maintained ones: Keras 3's ``Model.export(format="onnx")`` (tf2onnx inside)
+and ``tf.lite.TFLiteConverter``; SPAN's re-parameterisable convs are fused first
+(``sr.models.span.reparameterize``). Every export is run once when written, on a calibration
+image, and compared with the Keras model (:func:`check`): float exports must agree to
+:data:`FLOAT_CHECK_DB` dB PSNR or nothing is written. The export dependencies are the ``export``
+extra (:data:`EXTRA`); a missing one is :class:`MissingExtraError`, raised before any work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+import skimage.data
+import tensorflow as tf
+
+from sr.core.images import list_images
+from sr.evaluation import input_channels, prepare
+from sr.inference import Upscaler, default_overlap, read_image, serving_module
+from sr.models.span import reparameterize
+
+FORMATS = ("savedmodel", "tflite", "onnx")
+QUANTIZE = ("int8",)
+EXTRA = 'pip install -e ".[export]"'
+FLOAT_CHECK_DB = 45.0  # minimum PSNR of a float export against Keras on the calibration image
+DEFAULT_SIZE = 256  # LR side of a TFLite export
+CALIBRATION_TILES = 16  # LR tiles drawn for int8 calibration
+# the Python package each format needs at export and at run time (the ``export`` extra)
+NEEDS = {
+    "tflite": [("ai_edge_litert", "ai-edge-litert")],
+    "onnx": [("tf2onnx", "tf2onnx"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")],
+    "savedmodel": [],
+}
+
+
+class MissingExtraError(ImportError):
+    """An export dependency is not installed; the message names the install command."""
+
+
+class ExportCheckError(RuntimeError):
+    """An export's output disagrees with the Keras model's (names the PSNR and the threshold)."""
+
+
+def require(fmt: str) -> None:
+    """Import the packages that ``fmt`` needs, or raise :class:`MissingExtraError` naming them
+    and :data:`EXTRA`."""
+    for module, package in NEEDS[fmt]:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise MissingExtraError(
+                f"{fmt} exports need the {package} package, which is not installed: {EXTRA} "
+                "(the export extra)"
+            ) from e
+
+
+def psnr_float(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR in dB of two float arrays on [0, 1] (peak 1); inf when equal."""
+    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
+
+
+def fit(x: np.ndarray, size: int) -> np.ndarray:
+    """``[h, w, C]`` cropped at the centre, or mirrored at the bottom and right, to
+    ``[size, size, C]``."""
+    h, w = x.shape[:2]
+    top, left = max(0, (h - size) // 2), max(0, (w - size) // 2)
+    x = x[top : top + size, left : left + size]
+    pad = ((0, size - x.shape[0]), (0, size - x.shape[1]), (0, 0))
+    return np.pad(x, pad, mode="symmetric")
+
+
+def calibration_inputs(folder, scale: int, channels: int, size: int, count: int) -> list:
+    """LR tiles for checking and calibrating an export: float32 ``[1, size, size, C]`` in [0, 1].
+
+    Each image of ``folder`` (name order, the first ``count``) is taken as HR and brought to LR
+    by the evaluation protocol (``sr.evaluation.prepare``: MATLAB bicubic from RGB; C = 1: its
+    Y, BT.601; C = 3: RGB), then cropped at the centre (or mirrored) to ``size``. Without a
+    folder, scikit-image's ``astronaut`` photo is used (the product needs no other data).
+
+    Raises:
+        ImageFolderError: if the folder is missing or has no PNG/JPEG image.
+    """
+    images = (
+        [read_image(p) for p in list_images(folder)[:count]]
+        if folder
+        else [np.asarray(skimage.data.astronaut(), np.uint8)]
+    )
+    tiles = []
+    for image in images:
+        image = image[..., :3] if image.shape[-1] in (3, 4) else image[..., :1]
+        item = prepare(image, scale)
+        if channels == 1:
+            lr = item.lr_y[..., np.newaxis]
+        else:
+            lr = item.lr if item.lr.shape[-1] == 3 else np.repeat(item.lr[..., :1], 3, -1)
+        tiles.append((fit(lr, size) / 255.0).astype(np.float32)[np.newaxis])
+    return tiles
+
+
+def fixed_input(model: keras.Model, size: int) -> keras.Model:
+    """``model`` on a fixed input ``[1, size, size, C]`` (the same weights)."""
+    inputs = keras.Input((size, size, input_channels(model)), batch_size=1, name="lr")
+    return keras.Model(inputs, model(inputs), name=f"{model.name}_{size}")
+
+
+def to_tflite(model: keras.Model, path: Path, size: int, calibration=None) -> None:
+    """Convert to a LiteRT flatbuffer at ``[1, size, size, C]``; ``calibration`` (a list of
+    float32 ``[1, size, size, C]`` tiles) makes it int8 (weights and activations; float32 input
+    and output), else float32."""
+    saved = path.parent / "saved_model_for_tflite"  # variables frozen by the SavedModel path
+    fixed_input(model, size).export(str(saved), format="tf_saved_model", verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+    if calibration is not None:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([x] for x in calibration)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.float32
+        converter.inference_output_type = tf.float32
+    path.write_bytes(converter.convert())
+    shutil.rmtree(saved)
+
+
+def to_onnx(model: keras.Model, path: Path) -> None:
+    """Convert to ONNX with a dynamic batch, height and width (Keras 3's ``Model.export``)."""
+    model.export(str(path), format="onnx", verbose=False)
+
+
+def check(keras_model, exported, image: np.ndarray) -> float:
+    """PSNR (dB, peak 1) of the exported model's output against the Keras model's on ``image``,
+    float32 ``[1, h, w, C]`` in [0, 1]."""
+    expected = keras_model(tf.constant(image), training=False).numpy()
+    return psnr_float(exported(image, training=False).numpy(), expected)
+
+
+def check_out(out) -> Path:
+    """``out`` as a Path, if it can be an export folder: absent, or an empty folder.
+
+    Raises:
+        ValueError: if ``out`` exists and is not an empty folder (never overwritten).
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"output {out} already exists and is not empty: pick a new folder")
+    return out
+
+
+def staging(out: Path) -> Path:
+    """An empty folder beside ``out`` to write an export into before renaming it to ``out``.
+
+    Raises:
+        ValueError: as :func:`check_out`.
+    """
+    out = check_out(out)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def publish(tmp: Path, out: Path) -> Path:
+    """Rename the finished ``tmp`` folder to ``out`` (an empty ``out`` is replaced)."""
+    if out.is_dir():
+        out.rmdir()
+    tmp.replace(out)
+    return out
+
+
+def export_model(
+    model: keras.Model,
+    out,
+    fmt: str,
+    scale: int,
+    size: int = DEFAULT_SIZE,
+    quantize: str | None = None,
+    calibration=None,
+    source: dict | None = None,
+) -> dict:
+    """Write one export of ``model`` into the new folder ``out``, check it, describe it.
+
+    The folder holds the model (``saved_model.pb`` and ``variables/``, ``model.tflite`` or
+    ``model.onnx``) and ``export.json`` (the returned record: format, file, scale, channels,
+    input and output, quantisation, tile overlap, the check, and ``source``). It is written
+    beside ``out`` and renamed when complete: a failed export leaves nothing.
+
+    Args:
+        model: the Keras model, float32 ``[B, h, w, C]`` in [0, 1] to ``[B, s h, s w, C]``.
+        out: the folder to create (absent or empty).
+        fmt: one of :data:`FORMATS`.
+        scale: s.
+        size: the LR side S of a TFLite export (ignored by the others).
+        quantize: None or ``int8`` (TFLite only; needs ``calibration``).
+        calibration: a folder of images (HR) for the check and for int8 calibration
+            (:func:`calibration_inputs`); None: scikit-image's astronaut, and no int8.
+        source: what the model is (run, checkpoint, step, weights), stored as given.
+
+    Returns:
+        The ``export.json`` record; ``check.psnr_db`` is the PSNR of the export against Keras.
+
+    Raises:
+        MissingExtraError: if the format's packages are absent (before any work).
+        ValueError: for an unknown format, a quantisation the format does not take, int8
+            without ``calibration``, or an ``out`` that is not empty.
+        ExportCheckError: if a float export is below :data:`FLOAT_CHECK_DB` dB against Keras.
+    """
+    check_request(fmt, quantize, calibration, size)
+    require(fmt)
+    out = Path(out)
+    tmp = staging(out)
+    try:
+        record = _write(reparameterize(model), tmp, fmt, scale, size, quantize, calibration)
+        record["source"] = source or {}
+        (tmp / "export.json").write_text(json.dumps(record, indent=2) + "\n")
+        publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return record
+
+
+def check_request(fmt: str, quantize: str | None, calibration, size: int) -> None:
+    """Refuse, before any work, what :func:`export_model` cannot do (ValueError naming it)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if quantize is not None and quantize not in QUANTIZE:
+        raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
+    if quantize and fmt != "tflite":
+        raise ValueError(
+            f"--quantize {quantize} is for --format tflite (LiteRT's int8 kernels); "
+            f"--format {fmt} is written in float32"
+        )
+    if quantize and not calibration:
+        raise ValueError(
+            "--quantize int8 needs --calibration DIR: a folder of images like the ones the model "
+            "will see, to measure the ranges of its activations"
+        )
+    if fmt == "tflite" and size < 16:
+        raise ValueError(f"--size {size}: a TFLite export needs an LR side of at least 16")
+
+
+def _write(model, tmp: Path, fmt: str, scale, size, quantize, calibration) -> dict:
+    """Convert into ``tmp``, run the check, return the record (without ``source``)."""
+    channels = input_channels(model)
+    model(np.zeros((1, 16, 16, channels), np.float32), training=False)  # Keras exports need a call
+    count = CALIBRATION_TILES if quantize else 1
+    side = size if fmt == "tflite" else DEFAULT_SIZE
+    tiles = calibration_inputs(calibration, scale, channels, side, count)
+    record = {"format": fmt, "scale": int(scale), "channels": channels, "quantize": quantize}
+    if fmt == "savedmodel":
+        module = serving_module(model, scale)
+        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
+        record.update(file=".", input="uint8 RGB [1, H, W, 3]", output="uint8 RGB [1, sH, sW, 3]")
+        psnr = check_saved(tmp, Upscaler(model, scale), tiles[0])
+    else:
+        psnr = _write_network(model, tmp, record, size, tiles, quantize)
+    threshold = None if quantize else FLOAT_CHECK_DB
+    record["check"] = {"psnr_db": round(psnr, 2), "threshold_db": threshold}
+    if threshold is not None and not psnr >= threshold:
+        raise ExportCheckError(
+            f"the {fmt} export differs from the Keras model: {psnr:.1f} dB PSNR on the "
+            f"calibration image, below {threshold:.0f} dB; nothing was written"
+        )
+    return record
+
+
+def check_saved(folder: Path, upscaler, tile: np.ndarray) -> float:
+    """PSNR (dB) of a written SavedModel's ``serving_default`` against ``upscaler.graph`` on the
+    calibration tile as an 8-bit RGB image (a Y tile as gray, replicated)."""
+    rgb = np.round(tile[0] * 255.0).astype(np.uint8)
+    rgb = tf.constant(np.repeat(rgb, 3, axis=-1) if rgb.shape[-1] == 1 else rgb)[tf.newaxis]
+    served = tf.saved_model.load(str(folder)).signatures["serving_default"](lr=rgb)["sr"]
+    expected = upscaler.graph(rgb)
+    return psnr_float(served.numpy() / 255.0, expected.numpy() / 255.0)
+
+
+def _write_network(model, tmp: Path, record: dict, size, tiles, quantize) -> float:
+    """Write the TFLite or ONNX network into ``tmp``, complete ``record``; its check's PSNR."""
+    fmt, scale, channels = record["format"], record["scale"], record["channels"]
+    overlap = default_overlap(model)
+    if fmt == "tflite" and size <= 2 * overlap:
+        raise ValueError(
+            f"--size {size} is too small for this model: windows of a TFLite export overlap by "
+            f"its receptive field, {overlap} pixels on each side; use --size {2 * overlap + 32} "
+            "or more"
+        )
+    name = "model.tflite" if fmt == "tflite" else "model.onnx"
+    if fmt == "tflite":
+        to_tflite(model, tmp / name, size, tiles if quantize else None)
+        shapes = [f"[1, {n}, {n}, {channels}]" for n in (size, scale * size)]
+    else:
+        to_onnx(model, tmp / name)
+        shapes = [f"[1, H, W, {channels}]", f"[1, {scale}H, {scale}W, {channels}]"]
+    record.update(
+        file=name,
+        input=f"float32 {shapes[0]} in [0, 1]",
+        output=f"float32 {shapes[1]}",
+        size=size if fmt == "tflite" else None,
+        overlap=overlap,
+        bytes=(tmp / name).stat().st_size,
+    )
+    return check(model, Exported(tmp, record), tiles[0])
+
+
+def windows(length: int, size: int, margin: int) -> list[tuple[int, int, int]]:
+    """Windows of exactly ``size`` pixels over ``length`` (``length`` >= ``size``):
+    ``(start, keep_from, keep_to)``, each window's output kept over input pixels
+    ``[keep_from, keep_to)``, which tile ``[0, length)``; a kept pixel is at least ``margin``
+    from its window's edge unless that edge is the image's. The last window is shifted inward
+    so that it ends at the image's edge.
+
+    Raises:
+        ValueError: if ``size <= 2 margin`` (no pixel kept).
+    """
+    if length <= size:
+        return [(0, 0, length)]
+    step = size - 2 * margin
+    if step <= 0:
+        raise ValueError(f"a window of {size} pixels keeps nothing with a margin of {margin}")
+    starts = list(range(0, length - size, step)) + [length - size]
+    out, lo = [], 0
+    for k, a in enumerate(starts):
+        hi = length if k == len(starts) - 1 else a + size - margin
+        out.append((a, lo, hi))  # lo, the previous hi, is >= a + margin: steps <= size - 2 margin
+        lo = hi
+    return out
+
+
+class Exported:
+    """An export folder's network as a callable like the Keras model: ``model(x)`` maps float32
+    ``[1, h, w, C]`` in [0, 1] to ``[1, s h, s w, C]``, through LiteRT's interpreter or ONNX
+    Runtime on all CPU cores. It works eagerly and inside a ``tf.function``
+    (``tf.numpy_function``), so ``sr.inference.Upscaler`` and ``sr.evaluation`` take it as a
+    model.
+
+    A TFLite export takes exactly ``[1, S, S, C]``: a larger input is cut into S x S windows that
+    overlap by ``overlap`` pixels (the Keras model's receptive field, recorded at export; the
+    last windows shifted inward), a smaller one is mirrored at its bottom and right to S and the
+    output cropped (there the pixels within the receptive field of the mirrored border differ
+    from Keras, whose convolutions pad with zeros).
+
+    Args:
+        folder: an export folder of ``scripts/export.py`` (``export.json``).
+        record: its record, if already read.
+        threads: CPU threads of the runtime (default: all cores).
+
+    Raises:
+        ValueError: for a folder without ``export.json``, or a SavedModel export (run it with
+            ``tf.saved_model.load``: its signature takes uint8 RGB).
+        MissingExtraError: if the runtime is not installed.
+    """
+
+    def __init__(self, folder, record: dict | None = None, threads: int | None = None):
+        folder = Path(folder)
+        if record is None:
+            meta = folder / "export.json"
+            if not meta.is_file():
+                raise ValueError(
+                    f"{folder} is not an export of scripts/export.py ({meta} is missing): "
+                    "export a run first, python scripts/export.py <run> <folder> --format tflite"
+                )
+            record = json.loads(meta.read_text())
+        if record["format"] not in ("tflite", "onnx"):
+            raise ValueError(f"{folder} is a {record['format']} export: no runtime backend for it")
+        require(record["format"])
+        self.record, self.folder = record, folder
+        self.scale, self.channels = int(record["scale"]), int(record["channels"])
+        self.overlap = int(record["overlap"])
+        self.name = f"{record['format']}:{folder.name}"
+        threads = threads or os.cpu_count() or 1
+        self._run = self._open(folder / record["file"], threads)
+
+    def _open(self, path: Path, threads: int):
+        if self.record["format"] == "onnx":
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            name = session.get_inputs()[0].name
+            return lambda x: session.run(None, {name: x})[0]
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter.allocate_tensors()
+        inp = interpreter.get_input_details()[0]["index"]
+        out = interpreter.get_output_details()[0]["index"]
+
+        def run(x):
+            interpreter.set_tensor(inp, x)
+            interpreter.invoke()
+            return interpreter.get_tensor(out).copy()
+
+        return run
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """float32 ``[1, h, w, C]`` -> ``[1, s h, s w, C]`` (numpy)."""
+        x = np.ascontiguousarray(x, np.float32)
+        size = self.record.get("size")
+        if not size:
+            return self._run(x)
+        h, w, s = x.shape[1], x.shape[2], self.scale
+        if h < size or w < size:  # mirror to at least size x size, crop the output
+            big = np.pad(
+                x, ((0, 0), (0, max(0, size - h)), (0, max(0, size - w)), (0, 0)), "symmetric"
+            )
+            return self.run(big)[:, : s * h, : s * w]
+        out = np.empty((1, s * h, s * w, x.shape[-1]), np.float32)
+        for y0, ylo, yhi in windows(h, size, self.overlap):
+            for x0, xlo, xhi in windows(w, size, self.overlap):
+                part = self._run(np.ascontiguousarray(x[:, y0 : y0 + size, x0 : x0 + size]))
+                out[:, s * ylo : s * yhi, s * xlo : s * xhi] = part[
+                    :, s * (ylo - y0) : s * (yhi - y0), s * (xlo - x0) : s * (xhi - x0)
+                ]
+        return out
+
+    def __call__(self, x, training: bool = False):
+        y = tf.numpy_function(self.run, [x], tf.float32, stateful=False)
+        if isinstance(x, tf.Tensor) and x.shape.rank == 4:
+            h, w = x.shape[1], x.shape[2]
+            s = self.scale
+            y.set_shape(
+                [
+                    x.shape[0],
+                    None if h is None else s * h,
+                    None if w is None else s * w,
+                    self.channels,
+                ]
+            )
+        return y

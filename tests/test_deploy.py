@@ -1,0 +1,167 @@
+"""TFLite and ONNX exports (sr/deploy.py, scripts/export.py --format, upscale.py --backend):
+each checked against Keras when written, at every input size promised, and refused cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sr.deploy import Exported, psnr_float, windows
+from sr.train.checkpoint import load_model_from_run
+from tests.conftest import photo
+from tests.fake_run import load_script, make_run
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("ai_edge_litert")
+pytest.importorskip("tf2onnx")
+
+export = load_script("export")
+upscale = load_script("upscale")
+MODELS = {
+    "edsr_lite": ("model=edsr_lite", "model.features=8", "model.blocks=2"),
+    "rlfn": ("model=rlfn", "model.features=8", "model.blocks=1"),
+    "span": ("model=span", "model.features=8", "model.blocks=2"),
+}
+SIZE = 32  # the TFLite exports' LR side in these tests (RLFN: its fallback overlap is 32)
+SIZES = {"edsr_lite": SIZE, "span": SIZE, "rlfn": 96}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One tiny run per model (random weights), composed as train.py would."""
+    from sr.config import compose
+
+    root = tmp_path_factory.mktemp("runs")
+    return {name: make_run(compose, root / name, overrides=o) for name, o in MODELS.items()}
+
+
+def keras_out(run, x):
+    model, _, _ = load_model_from_run(run)
+    return model(x, training=False).numpy()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+def test_export_agrees_with_keras_at_every_size(runs, tmp_path, name, fmt):
+    """Written, checked (>= 45 dB, in fact float rounding), and equal to Keras at the sizes the
+    docs promise: ONNX any size; TFLite its size, and larger inputs through its windows."""
+    out, size = tmp_path / "export", SIZES[name]
+    argv = [str(runs[name]), str(out), "--format", fmt, "--size", str(size)]
+    assert export.main(argv) == 0
+    record = json.loads((out / "export.json").read_text())
+    assert record["check"]["psnr_db"] >= 45 and record["check"]["threshold_db"] == 45
+    assert (out / record["file"]).stat().st_size == record["bytes"] > 1000
+    model = Exported(out)
+    rng = np.random.default_rng(0)
+    sizes = [(17, 23), (64, 64), (41, 90)] if fmt == "onnx" else [(size, size), (size + 9, 140)]
+    for h, w in sizes:
+        x = rng.random((1, h, w, 1), dtype=np.float32)
+        got, expected = model(x).numpy(), keras_out(runs[name], x)
+        assert got.shape == expected.shape == (1, 4 * h, 4 * w, 1)
+        floor = 40 if name == "rlfn" and (h, w) != (size, size) else 60  # RLFN pools: close
+        assert psnr_float(got, expected) > floor, (h, w)
+
+
+def test_tflite_mirrors_an_input_smaller_than_its_size(runs, tmp_path):
+    """A smaller input is mirrored to the export's size: equal to Keras away from its bottom
+    and right edges, close at them (Keras pads every convolution with zeros)."""
+    out = tmp_path / "export"
+    argv = [str(runs["edsr_lite"]), str(out), "--format", "tflite", "--size", "32"]
+    assert export.main(argv) == 0
+    y = photo("camera")[200:217, 200:223].astype(np.float32) / 255.0
+    x = y[np.newaxis, :, :, np.newaxis]
+    got, expected = Exported(out)(x).numpy(), keras_out(runs["edsr_lite"], x)
+    assert got.shape == expected.shape == (1, 68, 92, 1)
+    inner = np.s_[:, : 4 * 17 - 4 * 6, : 4 * 23 - 4 * 6]  # beyond the receptive field of the edge
+    assert psnr_float(got[inner], expected[inner]) > 60
+    assert psnr_float(got, expected) < 60  # the edges differ: smaller images are not promised
+
+
+def test_windows_cover_the_image_once_with_the_margin():
+    for length, size, margin in [(64, 32, 6), (90, 32, 6), (33, 32, 10), (32, 32, 20)]:
+        kept = np.zeros(length, int)
+        for start, lo, hi in windows(length, size, margin):
+            assert 0 <= start and start + size <= length
+            assert lo >= start and hi <= start + size
+            assert lo == 0 or lo - start >= margin
+            assert hi == length or start + size - hi >= margin
+            kept[lo:hi] += 1
+        assert (kept == 1).all()
+
+
+@pytest.mark.parametrize("backend", ["onnx", "tflite"])
+def test_upscale_with_a_backend_gives_the_keras_pixels(runs, tmp_path, backend):
+    """upscale.py --backend on an RGB and a gray image: the keras backend's pixels (8-bit
+    rounding ties aside)."""
+    run, out = runs["edsr_lite"], tmp_path / "export"
+    assert export.main([str(run), str(out), "--format", backend, "--size", "32"]) == 0
+    images = tmp_path / "in"
+    images.mkdir()
+    Image.fromarray(np.ascontiguousarray(photo("astronaut")[:50, :70])).save(images / "rgb.png")
+    Image.fromarray(np.ascontiguousarray(photo("camera")[:45, :60])).save(images / "gray.png")
+    for which, source in (("keras", run), (backend, out)):
+        argv = [str(source), str(images), str(tmp_path / which), "--no-progress"]
+        assert upscale.main([*argv, "--backend", which]) == 0
+    for name, shape in (("rgb.png", (200, 280, 3)), ("gray.png", (180, 240))):
+        a = np.asarray(Image.open(tmp_path / "keras" / name), int)
+        b = np.asarray(Image.open(tmp_path / backend / name), int)
+        assert a.shape == b.shape == shape
+        assert np.abs(a - b).max() <= 1 and np.mean(a == b) > 0.99
+
+
+def test_int8_export_runs_and_reports_its_agreement(runs, tmp_path, photo_dir):
+    common = ["--format", "tflite", "--size", "32", "--calibration", str(photo_dir)]
+    records = {}
+    for name, extra in (("int8", ["--quantize", "int8"]), ("float", [])):
+        argv = [str(runs["edsr_lite"]), str(tmp_path / name), *common, *extra]
+        assert export.main(argv) == 0
+        records[name] = json.loads((tmp_path / name / "export.json").read_text())
+    int8, floats = records["int8"], records["float"]
+    assert int8["quantize"] == "int8" and int8["check"]["threshold_db"] is None
+    assert int8["check"]["psnr_db"] > 30  # reported, not enforced: int8 rounds
+    assert floats["check"]["psnr_db"] > int8["check"]["psnr_db"]
+    assert int8["bytes"] < floats["bytes"]
+
+
+def test_a_failed_check_leaves_nothing(runs, tmp_path, monkeypatch, capsys):
+    import sr.deploy
+
+    monkeypatch.setattr(sr.deploy, "check", lambda *a: 12.0)
+    out = tmp_path / "export"
+    assert export.main([str(runs["edsr_lite"]), str(out), "--format", "onnx"]) == 2
+    assert "12.0 dB PSNR on the calibration image, below 45 dB" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_extra_names_the_install_command(runs, tmp_path, monkeypatch, capsys):
+    import importlib
+
+    real = importlib.import_module
+
+    def without_litert(name, *args):
+        if name == "ai_edge_litert":
+            raise ImportError("No module named 'ai_edge_litert'")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without_litert)
+    out = tmp_path / "export"
+    assert export.main([str(runs["edsr_lite"]), str(out), "--format", "tflite"]) == 2
+    err = capsys.readouterr().err
+    assert "need the ai-edge-litert package" in err and 'pip install -e ".[export]"' in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--format", "onnx", "--quantize", "int8"], "--quantize int8 is for --format tflite"),
+        (["--format", "tflite", "--quantize", "int8"], "--quantize int8 needs --calibration"),
+    ],
+)
+def test_options_that_do_not_go_together_are_refused(runs, tmp_path, capsys, extra, message):
+    assert export.main([str(runs["edsr_lite"]), str(tmp_path / "x"), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
