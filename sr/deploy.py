@@ -76,7 +76,13 @@ def require(fmt: str) -> None:
 
 
 def psnr_float(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR in dB of two float arrays on [0, 1] (peak 1); inf when equal."""
+    """PSNR in dB of two float arrays of one shape on [0, 1] (peak 1); inf when equal.
+
+    Raises:
+        ExportCheckError: if the shapes differ (never broadcast: an export's wrong shape fails).
+    """
+    if np.shape(a) != np.shape(b):
+        raise ExportCheckError(f"outputs of shapes {np.shape(a)} and {np.shape(b)} differ")
     mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
 
@@ -396,6 +402,9 @@ class Exported:
 
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
+            # not ORT_ENABLE_ALL: its layout transformer (NCHWc) rewrites the graph for the
+            # CPU's vector width, and on another CPU an export's output came back 5-D
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             name = session.get_inputs()[0].name
             return lambda x: session.run(None, {name: x})[0]
@@ -414,11 +423,15 @@ class Exported:
         return run
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        """float32 ``[1, h, w, C]`` -> ``[1, s h, s w, C]`` (numpy)."""
+        """float32 ``[1, h, w, C]`` -> ``[1, s h, s w, C]`` (numpy).
+
+        Raises:
+            RuntimeError: if the runtime returns another shape (a converter or runtime fault).
+        """
         x = np.ascontiguousarray(x, np.float32)
         size = self.record.get("size")
         if not size:
-            return self._run(x)
+            return self._checked(self._run(x), x.shape)
         h, w, s = x.shape[1], x.shape[2], self.scale
         if h < size or w < size:  # mirror to at least size x size, crop the output
             big = np.pad(
@@ -428,11 +441,22 @@ class Exported:
         out = np.empty((1, s * h, s * w, x.shape[-1]), np.float32)
         for y0, ylo, yhi in windows(h, size, self.overlap):
             for x0, xlo, xhi in windows(w, size, self.overlap):
-                part = self._run(np.ascontiguousarray(x[:, y0 : y0 + size, x0 : x0 + size]))
+                window = np.ascontiguousarray(x[:, y0 : y0 + size, x0 : x0 + size])
+                part = self._checked(self._run(window), window.shape)
                 out[:, s * ylo : s * yhi, s * xlo : s * xhi] = part[
                     :, s * (ylo - y0) : s * (yhi - y0), s * (xlo - x0) : s * (xhi - x0)
                 ]
         return out
+
+    def _checked(self, y: np.ndarray, shape) -> np.ndarray:
+        expected = (shape[0], self.scale * shape[1], self.scale * shape[2], self.channels)
+        if y.shape != expected:
+            raise RuntimeError(
+                f"{self.name}: the runtime returned shape {y.shape} for an input of "
+                f"{tuple(shape)}, not {expected}; re-export with scripts/export.py, and report "
+                "the onnxruntime / ai-edge-litert versions and CPU"
+            )
+        return y
 
     def __call__(self, x, training: bool = False):
         y = tf.numpy_function(self.run, [x], tf.float32, stateful=False)

@@ -158,8 +158,13 @@ def test_export_uses_and_names_the_checkpoint(runs, image, tmp_path, capsys):
     for checkpoint, (name, label, step) in [(None, CHOICES[None]), ("ckpt-4", CHOICES["ckpt-4"])]:
         saved = tmp_path / f"saved_{checkpoint}"
         assert export.main([str(with_best), str(saved), *argv_of(checkpoint)]) == 0
-        text = (saved / "weights.txt").read_text()
-        assert text == f"espcn_x4 step {step} of {with_best}, checkpoint {label}\n"
+        source = json.loads((saved / "export.json").read_text())["source"]
+        assert source == {
+            "weights": "espcn_x4",
+            "step": step,
+            "run": str(with_best),
+            "checkpoint": label,
+        }
         assert (
             f"(checkpoint {label}, step {step}, x4, espcn_x4 weights)" in capsys.readouterr().out
         )

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sr.deploy import Exported, psnr_float, windows
+from sr.deploy import ExportCheckError, Exported, psnr_float, windows
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import photo
 from tests.fake_run import load_script, make_run
@@ -165,3 +165,24 @@ def test_options_that_do_not_go_together_are_refused(runs, tmp_path, capsys, ext
     assert export.main([str(runs["edsr_lite"]), str(tmp_path / "x"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_runtime_output_of_another_shape_is_an_error(tmp_path):
+    """A runtime that returns another shape (as one ONNX Runtime graph rewrite did on another
+    CPU: [1, 1, 4h, 4w, 1]) fails loudly instead of being broadcast into a PSNR."""
+    import keras
+
+    from sr.deploy import to_onnx
+
+    lr = keras.Input((None, None, 1))
+    up = keras.layers.UpSampling2D(4)(lr)
+    five = keras.layers.Lambda(lambda t: keras.ops.expand_dims(t, 1))(up)  # [1, 1, 4h, 4w, 1]
+    wrong = keras.Model(lr, five)
+    wrong(np.zeros((1, 8, 8, 1), np.float32))  # Keras exports need a call
+    to_onnx(wrong, tmp_path / "model.onnx")
+    record = {"format": "onnx", "file": "model.onnx", "scale": 4, "channels": 1, "overlap": 0}
+    model = Exported(tmp_path, record)
+    with pytest.raises(RuntimeError, match=r"returned shape \(1, 1, 68, 92, 1\) .* not \(1, 68"):
+        model.run(np.zeros((1, 17, 23, 1), np.float32))
+    with pytest.raises(ExportCheckError, match="differ"):
+        psnr_float(np.zeros((1, 1, 8, 8, 1)), np.zeros((1, 8, 8, 1)))

@@ -3,6 +3,7 @@ saves both weights, a resume carries the averages on, and the scripts load the w
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -142,8 +143,10 @@ def test_scripts_choose_the_weights(tmp_path, compose, folders, capsys):
     assert "--weights apply to a run directory" in capsys.readouterr().err
 
     export = load_script("export")
-    out, _, step = export.export(run_dir, tmp_path / "saved", weights="live")
-    assert (out / "weights.txt").read_text().startswith(f"espcn_x4 step {step} of ")
-    out, _, _ = export.export(run_dir, tmp_path / "saved_ema")
-    assert (out / "weights.txt").read_text().startswith("espcn_x4+ema step 2 of ")
+    source = export.export(run_dir, tmp_path / "saved", weights="live")["source"]
+    assert (source["weights"], source["step"]) == ("espcn_x4", 2)
+    source = export.export(run_dir, tmp_path / "saved_ema")["source"]
+    assert (source["weights"], source["step"]) == ("espcn_x4+ema", 2)
+    on_disk = json.loads((tmp_path / "saved_ema" / "export.json").read_text())["source"]
+    assert on_disk == source
     assert find_checkpoint(run_dir).endswith("ckpt-2")

@@ -321,5 +321,6 @@ def test_export_refuses_a_multi_frame_run(tmp_path, compose, capsys):
     assert err.startswith("export.py: error: ") and "multi-frame run (data.frames=3)" in err
     assert "scripts/upscale.py" in err and not (tmp_path / "saved").exists()
     single = make_sequence_run(compose, tmp_path / "single", (*SEQUENCE_RUN, "data.frames=1"))
-    out, scale, step = export.export(single, tmp_path / "saved1")
-    assert (out / "saved_model.pb").is_file() and (scale, step) == (4, 5)
+    record = export.export(single, tmp_path / "saved1")
+    assert (tmp_path / "saved1" / "saved_model.pb").is_file()
+    assert (record["scale"], record["source"]["step"]) == (4, 5)

@@ -18,8 +18,7 @@ flips for all k frames of a crop) before the next window replaces it, and every 
 crops from B different pool windows chosen uniformly at random. So a batch's windows are a
 uniform draw from the pool, itself a uniform draw of the whole index: with Q sequences of equal
 length the expected number of distinct sequences in a batch of B is ``Q (1 - (1 - 1/Q)^B)``
-(about B when Q >> B), and which frames of a sequence appear does not depend on when it is read
-(``benchmarks/shuffle_report.py`` measures the bias of draw order against (sequence, frame)).
+(about B when Q >> B); draw order is unbiased (``benchmarks/shuffle_report.py`` measures it).
 
 Memory is bounded whatever the sequence length: at most ``pool_frames`` decoded frames and
 ``pool_memory_mb`` megabytes are held at once, counting the frames being decoded ahead
@@ -392,9 +391,9 @@ class SequenceSource(PatchSource):
     ):
         super().__init__(**common)
         if self.val_holdout:
-            raise ValueError(
-                f"data.val_holdout={self.val_holdout} is not supported by data=sequence: hold out "
-                "whole sequences by moving them to a folder of their own, data.val_dir"
+            raise ValueError(  # hold out whole sequences instead
+                f"data.val_holdout={self.val_holdout} is not supported by data=sequence: move "
+                "whole sequences to a folder of their own, data.val_dir"
             )
         if self.lr_dir:
             raise ValueError(

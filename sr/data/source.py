@@ -167,17 +167,7 @@ class PatchSource(abc.ABC):
                 f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
                 f"{patch_size // scale * scale or scale}"
             )
-        if not hr_dir:
-            raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
-        self.hr_dir = Path(hr_dir).expanduser()
-        self.val_dir = Path(val_dir).expanduser() if val_dir else None
-        self.val_holdout = at_least("val_holdout", val_holdout, 0)
-        if self.val_holdout and self.val_dir:
-            raise ValueError(
-                f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
-                f"and data.val_dir={val_dir} on another folder: set data.val_dir=null (or "
-                "data.val_holdout=0)"
-            )
+        self._set_folders(hr_dir, val_dir, val_holdout)
         self.lr_dir = Path(lr_dir).expanduser().resolve() if lr_dir else None
         self.batch_size = int(batch_size)
         self.patch_size = int(patch_size)
@@ -204,6 +194,21 @@ class PatchSource(abc.ABC):
             int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**32)
         )
         self._val_files: list[Path] | None = None
+
+    def _set_folders(self, hr_dir, val_dir, val_holdout) -> None:
+        """``hr_dir``, ``val_dir`` and ``val_holdout``, refusing an empty ``hr_dir`` and a
+        validation set given twice (ValueError naming the keys)."""
+        if not hr_dir:
+            raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
+        self.hr_dir = Path(hr_dir).expanduser()
+        self.val_dir = Path(val_dir).expanduser() if val_dir else None
+        self.val_holdout = at_least("val_holdout", val_holdout, 0)
+        if self.val_holdout and self.val_dir:
+            raise ValueError(
+                f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
+                f"and data.val_dir={val_dir} on another folder: set data.val_dir=null (or "
+                "data.val_holdout=0)"
+            )
 
     def _check_channels(self) -> None:
         """Refuse combinations of ``channels``, ``lr_from``, ``lr_dir`` and the degradation that
