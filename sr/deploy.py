@@ -148,9 +148,39 @@ def to_tflite(model: keras.Model, path: Path, size: int, calibration=None) -> No
     shutil.rmtree(saved)
 
 
+ONNX_ATTEMPTS = 3
+
+
 def to_onnx(model: keras.Model, path: Path) -> None:
-    """Convert to ONNX with a dynamic batch, height and width (Keras 3's ``Model.export``)."""
-    model.export(str(path), format="onnx", verbose=False)
+    """Convert to ONNX with a dynamic batch, height and width (Keras 3's ``Model.export``).
+
+    tf2onnx 1.17's graph optimisers now and then drop the final ``Squeeze`` of a one-channel
+    model's output (the NCHW -> NHWC transpose it writes as Reshape + Squeeze), leaving a 5-D
+    ``[1, B, sH, sW, 1]`` output; which conversions do so varies from run to run (5 of about 120
+    here). The file's declared output rank shows it: a conversion whose rank is not
+    the model's is done again, up to :data:`ONNX_ATTEMPTS` times.
+
+    Raises:
+        ExportCheckError: if every attempt declares another output rank.
+    """
+    want = len(model.outputs[0].shape)
+    for _ in range(ONNX_ATTEMPTS):
+        model.export(str(path), format="onnx", verbose=False)
+        got = onnx_output_rank(path)
+        if got == want:
+            return
+    raise ExportCheckError(
+        f"tf2onnx wrote an ONNX output of rank {got} for a model of rank {want}, "
+        f"{ONNX_ATTEMPTS} times; nothing was written (report the tf2onnx version)"
+    )
+
+
+def onnx_output_rank(path: Path) -> int:
+    """The rank that an ONNX file declares for its first output."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return len(graph.output[0].type.tensor_type.shape.dim)
 
 
 def check(keras_model, exported, image: np.ndarray) -> float:
@@ -402,8 +432,8 @@ class Exported:
 
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
-            # not ORT_ENABLE_ALL: its layout transformer (NCHWc) rewrites the graph for the
-            # CPU's vector width, and on another CPU an export's output came back 5-D
+            # the graph rewrites that do not depend on the CPU (ORT_ENABLE_ALL adds a layout
+            # for its vector width); as fast here (docs/performance.md)
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             name = session.get_inputs()[0].name

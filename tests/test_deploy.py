@@ -179,10 +179,35 @@ def test_a_runtime_output_of_another_shape_is_an_error(tmp_path):
     five = keras.layers.Lambda(lambda t: keras.ops.expand_dims(t, 1))(up)  # [1, 1, 4h, 4w, 1]
     wrong = keras.Model(lr, five)
     wrong(np.zeros((1, 8, 8, 1), np.float32))  # Keras exports need a call
-    to_onnx(wrong, tmp_path / "model.onnx")
+    to_onnx(wrong, tmp_path / "model.onnx")  # a 5-D model: the declared rank is its own
     record = {"format": "onnx", "file": "model.onnx", "scale": 4, "channels": 1, "overlap": 0}
     model = Exported(tmp_path, record)
     with pytest.raises(RuntimeError, match=r"returned shape \(1, 1, 68, 92, 1\) .* not \(1, 68"):
         model.run(np.zeros((1, 17, 23, 1), np.float32))
     with pytest.raises(ExportCheckError, match="differ"):
         psnr_float(np.zeros((1, 1, 8, 8, 1)), np.zeros((1, 8, 8, 1)))
+
+
+def test_an_onnx_conversion_of_the_wrong_rank_is_done_again_then_refused(
+    runs, tmp_path, monkeypatch
+):
+    """tf2onnx now and then drops the output's final Squeeze (a 5-D file): such a conversion is
+    redone, and after ONNX_ATTEMPTS wrong ones the export is refused and nothing written."""
+    import sr.deploy
+
+    model, _, _ = load_model_from_run(runs["edsr_lite"])
+    model(np.zeros((1, 16, 16, 1), np.float32))
+    path = tmp_path / "model.onnx"
+    sr.deploy.to_onnx(model, path)
+    assert sr.deploy.onnx_output_rank(path) == 4
+
+    ranks = iter([5, 4])  # the first conversion is wrong, the second right
+    monkeypatch.setattr(sr.deploy, "onnx_output_rank", lambda p: next(ranks))
+    sr.deploy.to_onnx(model, path)
+    assert next(ranks, "used") == "used"
+
+    monkeypatch.setattr(sr.deploy, "onnx_output_rank", lambda p: 5)
+    out = tmp_path / "refused"
+    with pytest.raises(ExportCheckError, match=r"rank 5 for a model of rank 4, 3 times"):
+        sr.deploy.export_model(model, out, "onnx", 4)
+    assert not out.exists() and not list(tmp_path.glob(".refused*"))

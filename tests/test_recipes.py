@@ -171,11 +171,11 @@ def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir
     entry = json.loads((run / "results.json").read_text())["hr"]
     assert entry["n"] == 7 and np.isfinite(entry["psnr"]) and np.isfinite(entry["ssim"])
 
-    src = photo_dir / "astronaut_00.png"  # RGB, 160x168: several 16-pixel tiles
-    for tile in ("16", "0"):
+    src = photo_dir / "astronaut_00.png"  # RGB, 160x168: 4 x 4 tiles of 48 pixels
+    for tile in ("48", "0"):
         argv = [str(run), str(src), str(tmp_path / f"up{tile}.png"), "--tile", tile]
         assert upscale.main([*argv, "--no-progress"]) == 0
-    tiled, whole = (np.asarray(Image.open(tmp_path / f"up{t}.png")) for t in ("16", "0"))
+    tiled, whole = (np.asarray(Image.open(tmp_path / f"up{t}.png")) for t in ("48", "0"))
     assert whole.shape == (4 * 160, 4 * 168, 3)
     equal = 0.99 if override in NON_LOCAL else 0.999  # pooled attention: close, not exact
     assert np.abs(tiled.astype(int) - whole).max() <= 1 and np.mean(tiled == whole) > equal
