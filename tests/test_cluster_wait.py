@@ -221,25 +221,29 @@ def read_until(proc: subprocess.Popen, text: str, timeout_s: float = 90) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_ends_the_wait_at_once(sig):
-    conf = json.dumps(cluster([free_port(), free_port()]))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WAIT, conf],
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    read_until(proc, "waiting for worker 1")
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    code = proc.wait(30)
-    took = time.monotonic() - sent
-    out = proc.stdout.read()
-    assert code == 128 + sig, out
-    assert took < 3, took
-    assert f"{signal.Signals(sig).name} received while waiting for the cluster: exiting" in out
+def test_a_signal_ends_the_wait_at_once():
+    signals = (signal.SIGTERM, signal.SIGINT)  # one process each, started together
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WAIT, json.dumps(cluster([free_port(), free_port()]))],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in signals
+    ]
+    for proc, sig in zip(procs, signals):
+        read_until(proc, "waiting for worker 1")
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        code = proc.wait(30)
+        took = time.monotonic() - sent
+        out = proc.stdout.read()
+        assert code == 128 + sig, out
+        assert took < 3, took
+        name = signal.Signals(sig).name
+        assert f"{name} received while waiting for the cluster: exiting" in out
 
 
 @pytest.mark.slow
@@ -286,25 +290,26 @@ def join(listener: socket.socket, timeout_s: float) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_tensorflow_set_up_waiting_for_a_peer_that_answered_is_bounded():
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        proc = join(listener, timeout_s=4)
-        out = read_until(proc, "joining the cluster of TF_CONFIG")
-        code = proc.wait(60)
-        out += proc.stdout.read()
+def test_tensorflow_set_up_is_bounded_and_ctrl_c_ends_it_at_once():
+    """Two processes, started together, each waiting in TensorFlow's set-up for a peer that
+    answered: one has a 4-second bound, the other gets a SIGINT after 3 s."""
+    with (
+        socket.create_server(("127.0.0.1", 0)) as listener,
+        socket.create_server(("127.0.0.1", 0)) as listener2,
+    ):
+        bounded, stopped = join(listener, timeout_s=4), join(listener2, timeout_s=120)
+        out = read_until(stopped, "joining the cluster of TF_CONFIG")
+        time.sleep(3)  # inside TensorFlow's set-up
+        sent = time.monotonic()
+        stopped.send_signal(signal.SIGINT)
+        code = stopped.wait(30)
+        took = time.monotonic() - sent
+        assert code == -signal.SIGINT, out  # the signal's default action: the shell shows 130
+        assert took < 3, took
+
+        out = read_until(bounded, "joining the cluster of TF_CONFIG")
+        code = bounded.wait(60)
+        out += bounded.stdout.read()
     assert code == 1, out
     assert "Timeout (0:00:04)!" in out  # faulthandler's traceback, naming where it hung
     assert "join_cluster" in out
-
-
-@pytest.mark.slow
-def test_ctrl_c_ends_tensorflow_set_up_at_once():
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        proc = join(listener, timeout_s=120)
-        out = read_until(proc, "joining the cluster of TF_CONFIG")
-        time.sleep(3)  # inside TensorFlow's set-up
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
-    assert code == -signal.SIGINT, out  # the signal's default action: the shell shows 130
-    assert time.monotonic() - sent < 3

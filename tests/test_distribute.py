@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,24 @@ def run(cmd, env=ENV, code=0) -> str:
     return out
 
 
+def run_all(*cmds) -> list[str]:
+    """The outputs of independent runs started together (on two cores their TensorFlow
+    start-ups overlap), each to exit 0; outputs go to files, so that no pipe fills unread."""
+    logs = [tempfile.TemporaryFile("w+") for _ in cmds]
+    procs = [
+        subprocess.Popen(c, stdout=f, stderr=subprocess.STDOUT, text=True, env=ENV)
+        for c, f in zip(cmds, logs)
+    ]
+    outs = []
+    for proc, log in zip(procs, logs):
+        proc.wait(timeout=300)
+        log.seek(0)
+        outs.append(log.read())
+        log.close()
+        assert proc.returncode == 0, outs[-1]
+    return outs
+
+
 def state_of(out: str, run_dir: Path) -> dict[str, np.ndarray]:
     """:func:`state` of a run that trained (its output names step 6)."""
     assert [int(s) for s, _ in LOSS.findall(out)] == list(range(1, 7)), out
@@ -90,17 +109,11 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
         "train.lr_schedule=constant",
     )
     root = tmp_path / "root"
-    one = run(train_cmd(folders, root, "tfrecord", tmp_path / "one", *common))
-    two = run(
-        train_cmd(
-            folders,
-            root,
-            "tfrecord",
-            tmp_path / "two",
-            *common,
-            "train.strategy=mirrored",
-            "train.logical_cpus=2",
-        )
+    mirrored = ("train.strategy=mirrored", "train.logical_cpus=2")
+    one, two, seed1 = run_all(
+        train_cmd(folders, root, "tfrecord", tmp_path / "one", *common),
+        train_cmd(folders, root, "tfrecord", tmp_path / "two", *common, *mirrored),
+        train_cmd(folders, root, "tfrecord", tmp_path / "seed1", *common, "data.seed=1"),
     )
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in two
     curve_one = {int(s): float(v) for s, v in LOSS.findall(one)}
@@ -116,10 +129,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
     assert worst < 1e-5
     # the tolerance tells runs apart: one device on another batch stream (data.seed=1, the same
     # initial weights) ends far outside it, so the agreement above is not that of any two runs
-    other = state_of(
-        run(train_cmd(folders, root, "tfrecord", tmp_path / "seed1", *common, "data.seed=1")),
-        tmp_path / "seed1",
-    )
+    other = state_of(seed1, tmp_path / "seed1")
     apart = max(float(np.abs(a[k].astype(np.float64) - other[k]).max()) for k in a)
     print(f"largest difference from one device on another batch stream: {apart:.3g}")
     assert apart > 100 * 1e-5

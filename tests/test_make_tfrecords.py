@@ -1,4 +1,6 @@
+import importlib.util
 import json
+import logging
 import subprocess
 import sys
 
@@ -6,11 +8,14 @@ import pytest
 
 from tests.conftest import ROOT
 
+SCRIPT = ROOT / "scripts" / "make_tfrecords.py"
+
 
 def run(*args, cwd):
-    """Run the CLI from ``cwd`` (not the repository: scripts work from any directory)."""
+    """Run the CLI as a process from ``cwd`` (not the repository: scripts work from any
+    directory)."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "make_tfrecords.py"), *map(str, args)],
+        [sys.executable, str(SCRIPT), *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -19,8 +24,27 @@ def run(*args, cwd):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.fixture
+def main(capsys, caplog, monkeypatch, tmp_path):
+    """The CLI's ``main(argv)`` in this process, from ``tmp_path``: (exit code, what it printed
+    and logged). Each test runs the script once as a process (``run``); its later calls run
+    here, to spare a TensorFlow start-up each."""
+    spec = importlib.util.spec_from_file_location("make_tfrecords_cli", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args):
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            code = module.main([str(a) for a in args])
+        return code, capsys.readouterr().out + caplog.text
+
+    return call
+
+
 @pytest.mark.slow
-def test_cli_builds_verifies_and_keeps_up_to_date_shards(photo_dir, tmp_path):
+def test_cli_builds_verifies_and_keeps_up_to_date_shards(photo_dir, tmp_path, main):
     out_dir = tmp_path / "shards"
     args = [f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}", "data.num_shards=3"]
     code, out = run(*args, "--verify", 20, cwd=tmp_path)
@@ -28,9 +52,9 @@ def test_cli_builds_verifies_and_keeps_up_to_date_shards(photo_dir, tmp_path):
     assert "building TFRecord shards" in out and "verified 20 records" in out
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert len(manifest["shards"]) == 3 and manifest["source"]["files"] == 7
-    code, out = run(*args, cwd=tmp_path)
+    code, out = main(*args)
     assert code == 0 and "building" not in out
-    code, out = run(*args, "--force", cwd=tmp_path)
+    code, out = main(*args, "--force")
     assert code == 0 and "wrote" in out
 
 
@@ -44,7 +68,7 @@ def test_cli_names_an_empty_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_path):
+def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_path, main):
     out_dir = tmp_path / "shards"
     args = [f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}", "data.num_shards=3"]
     code, out = run("--verify", *args, cwd=tmp_path)  # --verify alone: N=0, not an override
@@ -57,12 +81,12 @@ def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_
     middle = len(data) // 2
     data[middle : middle + 4] = bytes(b ^ 0xFF for b in data[middle : middle + 4])
     victim.write_bytes(bytes(data))  # same size: only the record CRC can tell
-    code, out = run(*args, "--verify", 5, cwd=tmp_path)
+    code, out = main(*args, "--verify", 5)
     assert code == 1, out
     assert f"1 corrupt shard(s) in {out_dir}" in out and f"{victim.name}: " in out
     assert "make_tfrecords.py --force" in out and "Traceback" not in out
     assert not (out_dir / "manifest.json").exists()  # marked stale: the next run rebuilds
-    code, out = run(*args, "--verify", 5, cwd=tmp_path)
+    code, out = main(*args, "--verify", 5)
     assert code == 0 and "building TFRecord shards" in out and "verified 5 records" in out, out
 
 

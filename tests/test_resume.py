@@ -12,8 +12,10 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -199,8 +201,24 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
 
 
 def run_to_end(cmd: list[str]) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
-    out = proc.stdout + proc.stderr
+    return finished(started(cmd))
+
+
+def started(cmd: list[str]) -> tuple[subprocess.Popen, IO[str]]:
+    """``cmd`` running in the background (the reference run beside the interrupted ones: on two
+    cores, two TensorFlow start-ups take little more than one); its output goes to a file, so
+    that a full pipe never stalls it while nobody reads."""
+    log = tempfile.TemporaryFile("w+")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=ENV), log
+
+
+def finished(run: tuple[subprocess.Popen, IO[str]]) -> str:
+    """The output of a run from ``started`` once it has ended, which must be with exit code 0."""
+    proc, log = run
+    proc.wait(timeout=300)
+    log.seek(0)
+    out = log.read()
+    log.close()
     assert proc.returncode == 0, out
     return out
 
@@ -230,14 +248,15 @@ def losses(out: str) -> dict[int, str]:
 def test_sigterm_and_sigkill_after_a_checkpoint_then_resume_equal_one_run(folders, tmp_path, mode):
     root = tmp_path / "root"
     steps = ("train.steps=12", "train.ckpt_every=3")  # cosine over 12 steps in every run
-    reference = losses(run_to_end(command(folders, root, mode, tmp_path / "ref", *steps)))
-    assert sorted(reference) == list(range(1, 13))
+    ref = started(command(folders, root, mode, tmp_path / "ref", *steps))
 
     # SIGTERM somewhere after step 4: the loop saves where it is and exits 143
     term = tmp_path / "term"
     out = start_and_stop(
         command(folders, root, mode, term, *steps), re.compile(r"step 4/"), signal.SIGTERM
     )
+    reference = losses(finished(ref))
+    assert sorted(reference) == list(range(1, 13))
     if "stopped by SIGTERM" in out:  # (a fast machine may have finished all 12 steps)
         assert "SIGTERM received: saving a checkpoint" in out
         out = run_to_end(command(folders, root, mode, term, *steps, f"resume={term}"))
@@ -296,7 +315,7 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     rng = random.Random(seed)
     root, run_dir = tmp_path / "root", tmp_path / "run"
     steps = ("train.steps=40", "train.ckpt_every=1", "train.max_to_keep=2")
-    run_to_end(command(folders, root, "tfrecord", tmp_path / "ref", *steps))
+    ref = started(command(folders, root, "tfrecord", tmp_path / "ref", *steps))
     saved = re.compile(r"checkpoint .*ckpt-\d+")
     for k in range(2):
         resume = (f"resume={run_dir}",) if k else ()
@@ -334,5 +353,6 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     assert after[-1] == before[-1]  # the half-recorded checkpoint is not listed
     out = run_to_end(command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}"))
     assert loadable_checkpoints(run_dir)[-1] == 40
+    finished(ref)
     assert_same_state(tmp_path / "ref", run_dir)
     assert tb_losses(run_dir) == tb_losses(tmp_path / "ref")

@@ -92,12 +92,16 @@ def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mo
 @pytest.mark.slow
 def test_resume_without_checkpoint_and_empty_folder_are_clear_errors(folders, tmp_path):
     (tmp_path / "empty").mkdir()
-    code, out = train(folders, tmp_path / "run", f"data.hr_dir={tmp_path / 'empty'}")
+    procs = [  # both at once: their TensorFlow start-ups overlap
+        train(folders, tmp_path / "run", f"data.hr_dir={tmp_path / 'empty'}", wait=False),
+        train(folders, None, f"resume={tmp_path / 'nothing'}", "train.steps=2", wait=False),
+    ]
+    (out, _), (out2, _) = (p.communicate(timeout=300) for p in procs)
+    code, code2 = (p.returncode for p in procs)
     assert code == 2
     assert f"image folder {tmp_path / 'empty'} holds no .png" in out
     assert "parameters" not in out  # failed before any model was built
-    code, out = train(folders, None, f"resume={tmp_path / 'nothing'}", "train.steps=2")
-    assert code == 2 and "no checkpoint in" in out
+    assert code2 == 2 and "no checkpoint in" in out2
 
 
 @pytest.mark.slow
