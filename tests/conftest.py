@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 from pathlib import Path
+from typing import IO
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -74,3 +77,27 @@ def shared_folder(name: str) -> Path:
             pytest.fail(f"{why}; CI must provide them to run the golden tests", pytrace=False)
         pytest.skip(why)
     return path
+
+
+def started(cmd: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, IO[str]]:
+    """``cmd`` running in the background, for independent runs started together (on two cores
+    their TensorFlow start-ups overlap); its stdout and stderr go to a file, so that a full pipe
+    never stalls it while nobody reads. End it with :func:`finished`."""
+    log = tempfile.TemporaryFile("w+")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env), log
+
+
+def finished(run: tuple[subprocess.Popen, IO[str]], timeout: float = 300) -> str:
+    """The output of a run from :func:`started` once it has ended, which must be with exit code
+    0; a run still going after ``timeout`` seconds is killed and fails the test."""
+    proc, log = run
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.seek(0)
+    out = log.read()
+    log.close()
+    assert proc.returncode == 0, out
+    return out

@@ -412,7 +412,7 @@ def _train(tmp_path, *overrides) -> str:
     return str(e.value)
 
 
-def test_train_exits_2_when_hr_dir_is_a_file_and_writes_no_checkpoint(tmp_path):
+def test_an_hr_dir_that_is_a_file_is_refused_before_any_checkpoint(tmp_path):
     Image.fromarray(photo("camera")[:64, :64]).save(tmp_path / "one.png")
     before = digest(tmp_path / "one.png")
     out = _train(tmp_path, f"data.hr_dir={tmp_path / 'one.png'}")
@@ -421,7 +421,7 @@ def test_train_exits_2_when_hr_dir_is_a_file_and_writes_no_checkpoint(tmp_path):
     assert digest(tmp_path / "one.png") == before
 
 
-def test_train_exits_2_when_every_image_is_smaller_than_the_crop(tmp_path):
+def test_images_all_smaller_than_the_crop_are_refused_before_any_checkpoint(tmp_path):
     write_photos(tmp_path / "hr", size=40, names=("camera", "coffee"))
     before = digest(tmp_path / "hr")
     out = _train(tmp_path, f"data.hr_dir={tmp_path / 'hr'}", "data.patch_size=32")

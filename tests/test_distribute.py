@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from sr.train.distribute import (
     local_cluster,
     tf_config,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, finished, started
 
 LOSS = re.compile(r"step (\d+)/\d+  loss ([\d.]+)")
 SHARE = re.compile(r"input pipeline (\d) of 2 reads (images|shard files) ([\d, ]+) of (\d+)")
@@ -60,21 +59,8 @@ def run(cmd, env=ENV, code=0) -> str:
 
 
 def run_all(*cmds) -> list[str]:
-    """The outputs of independent runs started together (on two cores their TensorFlow
-    start-ups overlap), each to exit 0; outputs go to files, so that no pipe fills unread."""
-    logs = [tempfile.TemporaryFile("w+") for _ in cmds]
-    procs = [
-        subprocess.Popen(c, stdout=f, stderr=subprocess.STDOUT, text=True, env=ENV)
-        for c, f in zip(cmds, logs)
-    ]
-    outs = []
-    for proc, log in zip(procs, logs):
-        proc.wait(timeout=300)
-        log.seek(0)
-        outs.append(log.read())
-        log.close()
-        assert proc.returncode == 0, outs[-1]
-    return outs
+    """The outputs of independent runs started together, each to exit 0."""
+    return [finished(r) for r in [started(c, ENV) for c in cmds]]
 
 
 def state_of(out: str, run_dir: Path) -> dict[str, np.ndarray]:

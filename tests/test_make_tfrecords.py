@@ -1,4 +1,3 @@
-import importlib.util
 import json
 import logging
 import subprocess
@@ -7,6 +6,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.fake_run import load_script
 
 SCRIPT = ROOT / "scripts" / "make_tfrecords.py"
 
@@ -29,9 +29,7 @@ def main(capsys, caplog, monkeypatch, tmp_path):
     """The CLI's ``main(argv)`` in this process, from ``tmp_path``: (exit code, what it printed
     and logged). Each test runs the script once as a process (``run``); its later calls run
     here, to spare a TensorFlow start-up each."""
-    spec = importlib.util.spec_from_file_location("make_tfrecords_cli", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("make_tfrecords")
     monkeypatch.chdir(tmp_path)
 
     def call(*args):

@@ -12,10 +12,8 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ import tensorflow as tf
 
 from sr.core.images import scan_folder
 from sr.data.generator import PatchPool
-from tests.conftest import ROOT, write_photos
+from tests.conftest import ROOT, finished, started, write_photos
 
 LOSS = re.compile(r"step (\d+)/\d+  loss ([\d.]+)")
 STATE = ("model/", "optimizer/", "step/")
@@ -201,26 +199,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
 
 
 def run_to_end(cmd: list[str]) -> str:
-    return finished(started(cmd))
-
-
-def started(cmd: list[str]) -> tuple[subprocess.Popen, IO[str]]:
-    """``cmd`` running in the background (the reference run beside the interrupted ones: on two
-    cores, two TensorFlow start-ups take little more than one); its output goes to a file, so
-    that a full pipe never stalls it while nobody reads."""
-    log = tempfile.TemporaryFile("w+")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=ENV), log
-
-
-def finished(run: tuple[subprocess.Popen, IO[str]]) -> str:
-    """The output of a run from ``started`` once it has ended, which must be with exit code 0."""
-    proc, log = run
-    proc.wait(timeout=300)
-    log.seek(0)
-    out = log.read()
-    log.close()
-    assert proc.returncode == 0, out
-    return out
+    return finished(started(cmd, ENV))
 
 
 def start_and_stop(cmd: list[str], until: re.Pattern, sig: int) -> str:
@@ -248,7 +227,7 @@ def losses(out: str) -> dict[int, str]:
 def test_sigterm_and_sigkill_after_a_checkpoint_then_resume_equal_one_run(folders, tmp_path, mode):
     root = tmp_path / "root"
     steps = ("train.steps=12", "train.ckpt_every=3")  # cosine over 12 steps in every run
-    ref = started(command(folders, root, mode, tmp_path / "ref", *steps))
+    ref = started(command(folders, root, mode, tmp_path / "ref", *steps), ENV)
 
     # SIGTERM somewhere after step 4: the loop saves where it is and exits 143
     term = tmp_path / "term"
@@ -315,7 +294,7 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     rng = random.Random(seed)
     root, run_dir = tmp_path / "root", tmp_path / "run"
     steps = ("train.steps=40", "train.ckpt_every=1", "train.max_to_keep=2")
-    ref = started(command(folders, root, "tfrecord", tmp_path / "ref", *steps))
+    ref = started(command(folders, root, "tfrecord", tmp_path / "ref", *steps), ENV)
     saved = re.compile(r"checkpoint .*ckpt-\d+")
     for k in range(2):
         resume = (f"resume={run_dir}",) if k else ()
