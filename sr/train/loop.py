@@ -175,7 +175,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.stepper = TrainStep(
             model, self.optimizer, self.loss, self.strategy, self.global_batch, counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
-            clip_norm=cfg.train.clip_norm, window=self.window,
+            clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
         )  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
         self.final: dict = {}
@@ -242,8 +242,9 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.restore_dir = self.resume_dir / "checkpoints"
 
     def next_batch(self, iterator):
-        """The next step's batch: ``(lr, hr)`` with one replica's share, or, with several
-        replicas, one batch per local replica, each placed on its replica's device."""
+        """The next step's batch (``(lr, hr)``, or what the source's device stage takes) with
+        one replica's share, or, with several replicas, one batch per local replica, each placed
+        on its replica's device."""
         if self.strategy.num_replicas_in_sync == 1:
             return next(iterator)
         batches = [next(iterator) for _ in range(self.local_replicas)]
@@ -254,7 +255,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 lambda ctx: tf.identity(batches[ctx.replica_id_in_sync_group - first][k])
             )
 
-        return part(0), part(1)
+        return tuple(part(k) for k in range(len(batches[0])))
 
     def data_iterator(self):
         """This worker's iterator of ``loader.dataset()`` at the current step: its input
