@@ -1,43 +1,54 @@
-"""Real-ESRGAN's high-order degradation in the tf.data graph (``degradation=realesrgan``).
+"""Real-ESRGAN's high-order degradation in TensorFlow ops, a whole batch at a time
+(``degradation=realesrgan``), in the tf.data graph or in the training step on the accelerator.
 
 Source: X. Wang, L. Xie, C. Dong, Y. Shan, "Real-ESRGAN: Training Real-World Blind
 Super-Resolution with Pure Synthetic Data", ICCV Workshops 2021, section 3; its official code
 (``realesrgan/models/realesrnet_model.py`` ``feed_data``, ``realesrgan/data/realesrgan_dataset.py``
-and BasicSR's ``basicsr/data/degradations.py``) and its configuration
-``options/train_realesrnet_x4plus.yml``, whose values are the defaults here and in
+and BasicSR's ``basicsr/data/degradations.py``, ``basicsr/utils/img_process_util.py``) and its
+configuration ``options/train_realesrnet_x4plus.yml``, whose values are the defaults here and in
 ``conf/degradation/realesrgan.yaml``.
 
-The LR of one HR image ``x`` (float RGB in [0, 1]) at scale ``s``, all draws per image:
+A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s`` (:meth:`RealESRGAN.pair`):
 
-1. first stage: blur by a random kernel (:func:`random_kernel`: isotropic or anisotropic
-   Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D sinc; side 7..21),
-   resize by a factor drawn up / down / keep (``resize_prob``, ``resize_range``) with area,
-   bilinear or bicubic interpolation, Gaussian noise (``gaussian_noise_prob``) else Poisson
-   noise, each grey (one plane for all channels) with ``gray_noise_prob``, clip, JPEG of a
-   quality drawn from ``jpeg_range``;
-2. second stage: the same with the ``*2`` parameters, the blur only with ``second_blur_prob``,
-   the resize to ``(H / s) f`` for a drawn factor f;
-3. in random order (one half each): [resize to ``H / s`` + the final sinc filter] then JPEG, or
-   JPEG then [resize + final sinc]; the final sinc is the identity with ``1 - final_sinc_prob``;
+0. with ``gt_usm`` (on, as in every official option file) the HR is sharpened by unsharp
+   masking (``sr.core.usm``); it is the target, and the LR is made from it;
+1. first stage: blur by each image's random kernel (:func:`sr.core.kernels.random_kernel`:
+   isotropic or anisotropic Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D
+   sinc; side 7..21), resize by a factor drawn up / down / keep (``resize_prob``,
+   ``resize_range``) with area, bilinear or bicubic interpolation, Gaussian noise
+   (``gaussian_noise_prob``) else Poisson noise, grey (one plane for all channels) with
+   ``gray_noise_prob``, JPEG of a quality drawn from ``jpeg_range``;
+2. second stage: blur with ``second_blur_prob``, resize to ``(H / s) f`` for a drawn factor f,
+   noise with the ``*2`` parameters, and no JPEG;
+3. in random order (one half each): [resize to ``H / s`` + the final sinc filter] then JPEG
+   (``jpeg_range2``), or JPEG then [resize + final sinc]; the final sinc is the identity with
+   ``1 - final_sinc_prob``;
 4. clip and round to the 8-bit grid.
 
-Where this differs from the official PyTorch code, and why:
+So two JPEG round trips per image. Draws are per batch where ``feed_data`` draws per batch (the
+resize factors and modes, the noise kinds, the second-blur flag, the final order and mode) and
+per image where it draws per image (the kernels, noise sigma, Poisson scale, grey flag, JPEG
+quality): :func:`batch_draws`, a function of the batch's seeds, so a resumed stream is exact.
+Every stage is one op (or a few) on the whole batch: the batch keeps one size through the
+random resizes, as in the official code.
 
-- every draw is per image (the official code draws the resize factor, mode and the noise kind
-  once per batch): each training element is a function of ``(seed, index)`` alone
-  (:meth:`RealESRGAN.degrade`), whatever batch it falls in;
-- bicubic resizing is ``tf.image.resize``'s Keys cubic with a = -0.5 (PyTorch: a = -0.75), and
-  area resizing is TensorFlow's exact area average;
-- JPEG is libjpeg through TensorFlow's encoder and decoder (4:2:0 chroma, as OpenCV and Pillow
-  default to), not the differentiable DiffJPEG approximation; the quality is the drawn value
-  rounded down to an integer;
-- a resized side is at least ``KERNEL_SIZE // 2 + 1`` = 11 pixels, the least the reflect padding
-  of a 21-pixel kernel allows (it only binds for crops under 74 pixels; official crops are 400);
-- the ground truth is not sharpened (``gt_usm``): the HR target is the image itself.
+Where this differs from the official PyTorch code, and why (``docs/data.md`` lists them too):
+
+- resizing is PyTorch's ``interpolate`` exactly (:mod:`sr.core.interpolate`: bicubic a = -0.75,
+  area as adaptive average pooling, the first resize mapped by its scale factor); a resized side
+  is at least ``KERNEL_SIZE // 2 + 1`` = 11 pixels, the least the reflect padding of a 21-pixel
+  kernel allows (it only binds for crops under 74 pixels; official crops are 400);
+- JPEG is libjpeg through TensorFlow's coder (4:2:0 chroma, accurate integer IDCT: Pillow's
+  pixels), or on the accelerator the batched JPEG of ``sr.core.jpeg``, not DiffJPEG; the
+  quality is the drawn value rounded down to an integer (DiffJPEG scales its tables by the
+  real value);
+- the sharpened target is rounded to the 8-bit grid, like every HR target of the project;
+- the degradation runs on training crops with their margin (112 pixels at x4), not on 400-pixel
+  crops cut to 256 afterwards, and there is no training-pair pool (``queue_size``: 180 pairs
+  shuffled across batches): the batches of one step share their per-batch draws.
 
 Blurs pad by reflection (PyTorch's ``reflect``, OpenCV's ``BORDER_REFLECT_101``) as the
-official ``filter2D`` does. Everything is TensorFlow ops, so the degradation runs inside tf.data
-(on tf.data service workers too) with no Python per element.
+official ``filter2D`` does.
 """
 
 from __future__ import annotations
@@ -238,10 +249,8 @@ def gaussian_noise(images, sigma, gray, seed) -> tf.Tensor:
     """``images`` + N(0, sigma^2) per image (``sigma`` float32 ``[B]`` on [0, 1]), one noise
     plane for all channels where ``gray`` (bool ``[B]``), clipped to [0, 1]
     (``random_add_gaussian_noise_pt``). float32, same shape."""
-    shape = tf.shape(images)
-    colour = tf.random.stateless_normal(shape, seed)
-    plane = tf.random.stateless_normal(tf.concat([shape[:3], [1]], 0), seed + 1)
-    noise = tf.where(_bcast(gray), plane, colour)
+    noise = tf.random.stateless_normal(tf.shape(images), seed)  # one draw for the batch
+    noise = tf.where(_bcast(gray), noise[..., :1], noise)  # a grey image: channel 0's plane
     return tf.clip_by_value(images + noise * _bcast(sigma), 0.0, 1.0)
 
 

@@ -28,10 +28,10 @@ def _matrix(n: int, k: np.ndarray) -> np.ndarray:
 
 
 def _filter(images, k):
+    from sr.core.interpolate import separable
     h, w = images.shape[1], images.shape[2]
     rows, cols = tf.constant(_matrix(h, k)), tf.constant(_matrix(w, k))
-    out = tf.einsum("oh,bhwc->bowc", rows, images)
-    return tf.einsum("pw,bowc->bopc", cols, out)
+    return separable(images, rows, cols)
 
 
 def usm_sharp(images, weight=0.5, radius=50, threshold=10):
