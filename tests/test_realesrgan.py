@@ -204,6 +204,13 @@ def test_degradation_config_is_checked_with_the_key_named():
         degradation_named("jpeg")
     with pytest.raises(Exception, match="kernel_size"):  # not a key of the schema-less group
         degradation_named("realesrgan", "+degradation.kernel_size=3")
+    for key, value, why in (
+        ("device", "gpu", "give one of input, accelerator"),
+        ("jpeg", "pillow", "give one of auto, libjpeg, tensorflow"),
+        ("gt_usm", "2", "give true or false"),
+    ):
+        with pytest.raises(ConfigError, match=f"degradation.{key}=.*{why}"):
+            degradation_named("realesrgan", f"degradation.{key}={value}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -291,16 +298,66 @@ def test_the_degraded_lr_is_aligned_with_its_hr(folders, tmp_path):
     assert min(diffs, key=diffs.get) == (0, 0) and diffs[0, 0] < 4, diffs  # aligned, close
 
 
-def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path):
-    src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb")
-    batches = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
-    again = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
-    resumed = next(iter(src.dataset(2)))[0].numpy()
+def _pairs(src, batches):
+    """``(lr, hr)`` numpy of dataset elements: the input pipeline's pairs, or with
+    ``degradation.device=accelerator`` the device stage applied to its clean crops."""
+    stage = src.device_stage()
+    return [tuple(t.numpy() for t in (stage(*b) if stage else b)) for b in batches]
+
+
+@pytest.mark.parametrize("device", ["input", "accelerator"])
+def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device):
+    src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                  f"degradation.device={device}", "degradation.jpeg=libjpeg")  # fmt: skip
+    batches = _pairs(src, [b for b, _ in zip(src.dataset(0), range(4))])
+    again = _pairs(src, [b for b, _ in zip(src.dataset(0), range(4))])
+    resumed = _pairs(src, [next(iter(src.dataset(2)))])[0]
     for a, b in zip(batches, again):
-        np.testing.assert_array_equal(a, b)  # the same seed: the same LR
-    np.testing.assert_array_equal(resumed, batches[2])  # a resume at batch 2 continues exactly
+        np.testing.assert_array_equal(a[0], b[0])  # the same seed: the same LR
+    for a, b in zip(resumed, batches[2]):
+        np.testing.assert_array_equal(a, b)  # a resume at batch 2 continues exactly
+    assert np.abs(batches[0][0] - batches[1][0]).mean() > 1 / 255
     seeds = src.element_seeds(tf.zeros([4, 1]), tf.constant(2, tf.int64)).numpy()
     np.testing.assert_array_equal(seeds[:, 1], [8, 9, 10, 11])  # elements 8..11 of the stream
+
+
+@pytest.mark.parametrize("channels", ["rgb", "y"])
+def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels):
+    """degradation.device=accelerator: the input pipeline yields the flipped clean RGB crops
+    (uint8, with their margin), their gray flags and seeds; the device stage then makes exactly
+    the pairs the input pipeline makes with device=input (same draws, same libjpeg)."""
+    common = ("degradation=realesrgan", f"data.channels={channels}", "degradation.jpeg=libjpeg")
+    on_input = _source(folders, tmp_path, "generator", *common)
+    on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator")
+    assert on_input.device_stage() is None
+    hr, gray, seeds = next(iter(on_device.dataset(0)))
+    assert hr.dtype == tf.uint8 and hr.shape == (4, 112, 112, 3) and gray.shape == (4,)
+    assert seeds.dtype == tf.int64 and seeds.shape == (4, 2)
+    ours = _pairs(on_device, [(hr, gray, seeds)])[0]
+    theirs = _pairs(on_input, [next(iter(on_input.dataset(0)))])[0]
+    c = 1 if channels == "y" else 3
+    assert ours[0].shape == (4, 24, 24, c) and ours[1].shape == (4, 96, 96, c)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
+    """degradation.gt_usm (default true): the HR target is the USM-sharpened crop, rounded to 8
+    bits; false gives the crop itself (the bicubic pairs' HR)."""
+    from sr.core.usm import usm_sharp
+
+    sharp = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                    "degradation.device=accelerator")  # fmt: skip
+    plain = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                    "degradation.device=accelerator", "degradation.gt_usm=false")  # fmt: skip
+    assert sharp.degradation.options.gt_usm and not plain.degradation.options.gt_usm
+    hr, gray, seeds = next(iter(sharp.dataset(0)))
+    m = sharp.margin
+    want = np.round(usm_sharp(tf.cast(hr, tf.float32) / 255).numpy() * 255) / 255
+    np.testing.assert_allclose(_pairs(sharp, [(hr, gray, seeds)])[0][1], want[:, m:-m, m:-m])
+    got_plain = _pairs(plain, [(hr, gray, seeds)])[0][1]
+    np.testing.assert_array_equal(got_plain, hr.numpy()[:, m:-m, m:-m] / 255)
+    assert np.abs(want[:, m:-m, m:-m] - got_plain).max() > 5 / 255  # sharpening shows
 
 
 @pytest.mark.parametrize("mode", ["generator", "tfrecord"])
