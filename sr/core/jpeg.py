@@ -1,0 +1,290 @@
+"""A batched JPEG round trip in TensorFlow ops: libjpeg's baseline codec, on the accelerator.
+
+Real-ESRGAN (X. Wang et al., ICCV Workshops 2021) compresses whole batches on the GPU inside
+its training step with DiffJPEG (BasicSR ``basicsr/utils/diffjpeg.py``: float DCT, float
+tables, no chroma rounding). :func:`jpeg_batch` does the same job as libjpeg (IJG 6b and
+libjpeg-turbo, the codec of Pillow, OpenCV and ``tf.io``) does with their defaults, step by
+step in integer arithmetic, so that its output is libjpeg's decoded file, bit for bit:
+
+1. round to the 8-bit grid; RGB -> YCbCr of JFIF (full range) in libjpeg's 16-bit fixed point
+   (``jccolor.c``: Y = (19595 R + 38470 G + 7471 B + 2^15) >> 16, Cb and Cr likewise);
+2. 4:2:0 chroma: each row padded to a multiple of 16 columns and the image to an even number
+   of rows by repeating the last column and row, then ``h2v2_downsample`` (``jcsample.c``):
+   the sum of each 2x2 block plus a bias alternating 1, 2, 1, 2 along the row, shifted by 2;
+3. every plane padded to whole 8x8 blocks by repeating its last row and column (``jcprepct.c``);
+4. level shift -128, the accurate integer DCT ``jpeg_fdct_islow`` (``jfdctint.c``: the
+   Loeffler-Ligtenberg-Moschytz DCT-II of ITU-T T.81 A.3.3 in 13-bit fixed point);
+5. quantisation by the IJG standard tables (T.81 Annex K.1) scaled by ``jpeg_quality_scaling``:
+   ``5000 // q`` below 50, else ``200 - 2 q``; each entry ``(t * scale + 50) // 100`` clamped
+   to 1..255 (baseline); each coefficient divided with rounding half away from zero
+   (``jcdctmgr.c`` ``quantize``);
+6. dequantisation, the accurate integer inverse DCT ``jpeg_idct_islow`` (``jidctint.c``),
+   +128, clamped to 0..255;
+7. the default "fancy" chroma upsampling (``jdsample.c`` ``h2v2_fancy_upsample``): a triangle
+   filter, 3/4 nearer + 1/4 farther sample in each direction, rounding biases 8 and 7, the
+   edge samples repeated (at the chroma plane's real size, ``ceil(H / 2) x ceil(W / 2)``);
+   libjpeg repeats each sample instead when the chroma plane is 1 or 2 samples wide;
+8. YCbCr -> RGB in libjpeg's fixed point (``jdcolor.c``), clamped to 0..255.
+
+Measured against Pillow 13 (libjpeg-turbo, quality q, default 4:2:0, ISLOW): identical
+pixels at every quality 1..100 and every size tried (8x8 to photo crops, odd sides), see
+``tests/test_jpeg.py`` and ``benchmarks/jpeg_agreement.py``. What differs from libjpeg:
+
+- the quality is a float per image, rounded down to an integer and clamped to 1..100 (libjpeg
+  takes an int);
+- no entropy coding (Huffman coding is lossless: the decoded pixels do not depend on it);
+- an inverse DCT sample more than 384 outside 0..255 (only from corrupt or hand-made
+  coefficients, never from this encoder's) is clamped, where libjpeg's ``range_limit`` table
+  wraps it;
+- it is not differentiable (DiffJPEG is): a degradation needs no gradient.
+
+Every stage is one op over the whole batch (any quality per image), all int32 arithmetic with
+no CPU-only op: it runs on GPU/TPU inside a training step, compiles with XLA
+(``tf.function(jit_compile=True)``, same pixels) and gives the same result on every device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+# T.81 Annex K.1, as IJG's jcparam.c lists them (natural order, row by row).
+LUMA_TABLE = np.array(
+    [
+        [16, 11, 10, 16, 24, 40, 51, 61],
+        [12, 12, 14, 19, 26, 58, 60, 55],
+        [14, 13, 16, 24, 40, 57, 69, 56],
+        [14, 17, 22, 29, 51, 87, 80, 62],
+        [18, 22, 37, 56, 68, 109, 103, 77],
+        [24, 35, 55, 64, 81, 104, 113, 92],
+        [49, 64, 78, 87, 103, 121, 120, 101],
+        [72, 92, 95, 98, 112, 100, 103, 99],
+    ],
+    np.int32,
+)
+CHROMA_TABLE = np.full((8, 8), 99, np.int32)
+CHROMA_TABLE[:4, :4] = [[17, 18, 24, 47], [18, 21, 26, 66], [24, 26, 56, 99], [47, 66, 99, 99]]
+
+# libjpeg's fixed point: SCALEBITS = 16, FIX(x) = round(x * 2^16), ONE_HALF = 2^15.
+_SCALEBITS = 16
+_ONE_HALF = 1 << (_SCALEBITS - 1)
+
+
+# The 8-bit grid as float32, k / 255 correctly rounded, for k = 0..255.
+_GRID = np.arange(256, dtype=np.float32) / np.float32(255)
+
+
+def _fix(x: float) -> int:
+    return int(x * (1 << _SCALEBITS) + 0.5)
+
+
+def _shr(x: tf.Tensor, bits) -> tf.Tensor:
+    """Arithmetic right shift of int32 (libjpeg's ``RIGHT_SHIFT``: floor of x / 2^bits)."""
+    return tf.bitwise.right_shift(x, tf.cast(bits, x.dtype))
+
+
+# libjpeg's ISLOW DCT (jfdctint.c, jidctint.c): CONST_BITS = 13, PASS1_BITS = 2, FIX(x) for 2^13.
+_CONST_BITS, _PASS1_BITS = 13, 2
+_C0298, _C0390, _C0541, _C0765, _C0899, _C1175 = 2446, 3196, 4433, 6270, 7373, 9633
+_C1501, _C1847, _C1961, _C2053, _C2562, _C3072 = 12299, 15137, 16069, 16819, 20995, 25172
+
+
+def _descale(x: tf.Tensor, bits: int) -> tf.Tensor:
+    """libjpeg's ``DESCALE``: x / 2^bits rounded half up."""
+    return _shr(x + (1 << (bits - 1)), bits)
+
+
+def _even_rotation(x, y):
+    """The even part's rotator (sqrt(2) c6): ``(z + 0.765 x, z - 1.848 y)``, z = 0.541 (x + y)."""
+    z1 = (x + y) * _C0541
+    return z1 + x * _C0765, z1 - y * _C1847
+
+
+def _odd_part(t4, t5, t6, t7):
+    """The odd part of the ISLOW DCT, shared by the forward and inverse transform (figure 8
+    of Loeffler, Ligtenberg and Moschytz; its matrix is orthogonal)."""
+    z1, z2 = (t4 + t7) * -_C0899, (t5 + t6) * -_C2562
+    z5 = (t4 + t5 + t6 + t7) * _C1175
+    z3, z4 = (t4 + t6) * -_C1961 + z5, (t5 + t7) * -_C0390 + z5
+    return t4 * _C0298 + z1 + z3, t5 * _C2053 + z2 + z4, t6 * _C3072 + z2 + z3, t7 * _C1501 + z1 + z4
+
+
+def _fdct_1d(d: list, first: bool) -> list:
+    """One pass of ``jpeg_fdct_islow`` over 8 int32 tensors: rows (``first``), then columns."""
+    tmp0, tmp7, tmp1, tmp6 = d[0] + d[7], d[0] - d[7], d[1] + d[6], d[1] - d[6]
+    tmp2, tmp5, tmp3, tmp4 = d[2] + d[5], d[2] - d[5], d[3] + d[4], d[3] - d[4]
+    tmp10, tmp13, tmp11, tmp12 = tmp0 + tmp3, tmp0 - tmp3, tmp1 + tmp2, tmp1 - tmp2
+    if first:
+        dc0, dc4 = (tmp10 + tmp11) * (1 << _PASS1_BITS), (tmp10 - tmp11) * (1 << _PASS1_BITS)
+        bits = _CONST_BITS - _PASS1_BITS
+    else:
+        dc0, dc4 = _descale(tmp10 + tmp11, _PASS1_BITS), _descale(tmp10 - tmp11, _PASS1_BITS)
+        bits = _CONST_BITS + _PASS1_BITS
+    e2, e6 = _even_rotation(tmp13, tmp12)
+    o7, o5, o3, o1 = _odd_part(tmp4, tmp5, tmp6, tmp7)
+    out = [dc0, o1, e2, o3, dc4, o5, e6, o7]
+    return [x if i in (0, 4) else _descale(x, bits) for i, x in enumerate(out)]
+
+
+def _idct_1d(d: list, bits: int) -> list:
+    """One pass of ``jpeg_idct_islow`` over 8 int32 tensors, descaled by ``bits``."""
+    tmp3, tmp2 = _even_rotation(d[2], d[6])
+    tmp0, tmp1 = (d[0] + d[4]) * (1 << _CONST_BITS), (d[0] - d[4]) * (1 << _CONST_BITS)
+    tmp10, tmp13, tmp11, tmp12 = tmp0 + tmp3, tmp0 - tmp3, tmp1 + tmp2, tmp1 - tmp2
+    o0, o1, o2, o3 = _odd_part(d[7], d[5], d[3], d[1])
+    out = [tmp10 + o3, tmp11 + o2, tmp12 + o1, tmp13 + o0]
+    out += [tmp13 - o0, tmp12 - o1, tmp11 - o2, tmp10 - o3]
+    return [_descale(x, bits) for x in out]
+
+
+def _along(blocks: tf.Tensor, axis: int, pass_1d) -> tf.Tensor:
+    """Apply ``pass_1d`` (8 tensors -> 8 tensors) along ``axis`` of ``[..., 8, 8]`` blocks."""
+    return tf.stack(pass_1d(tf.unstack(blocks, axis=axis)), axis=axis)
+
+
+def fdct_islow(blocks: tf.Tensor) -> tf.Tensor:
+    """libjpeg's ``jpeg_fdct_islow``: int32 ``[..., 8, 8]`` samples -128..127 -> 8x the DCT."""
+    rows = _along(blocks, -1, lambda d: _fdct_1d(d, first=True))
+    return _along(rows, -2, lambda d: _fdct_1d(d, first=False))
+
+
+def idct_islow(coef: tf.Tensor) -> tf.Tensor:
+    """libjpeg's ``jpeg_idct_islow``: int32 ``[..., 8, 8]`` dequantised DCT -> samples 0..255."""
+    cols = _along(coef, -2, lambda d: _idct_1d(d, _CONST_BITS - _PASS1_BITS))
+    out = _along(cols, -1, lambda d: _idct_1d(d, _CONST_BITS + _PASS1_BITS + 3))
+    return tf.clip_by_value(out + 128, 0, 255)
+
+
+def quality_tables(quality) -> tuple[tf.Tensor, tf.Tensor]:
+    """IJG's quantisation tables scaled for each quality (libjpeg ``jpeg_set_quality``, baseline).
+
+    Args:
+        quality: ``[B]`` float or int, 1..100 (values outside are clamped, floats rounded down).
+
+    Returns:
+        ``(luma, chroma)``, each int32 ``[B, 8, 8]`` in 1..255, natural (not zigzag) order.
+    """
+    q = tf.clip_by_value(tf.cast(tf.floor(tf.cast(quality, tf.float32)), tf.int32), 1, 100)
+    scale = tf.where(q < 50, 5000 // q, 200 - 2 * q)[:, None, None]
+
+    def scaled(table):
+        return tf.clip_by_value((tf.constant(table)[None] * scale + 50) // 100, 1, 255)
+
+    return scaled(LUMA_TABLE), scaled(CHROMA_TABLE)
+
+
+def _rgb_to_ycbcr(rgb: tf.Tensor) -> tf.Tensor:
+    """int32 ``[B, H, W, 3]`` RGB 0..255 -> YCbCr 0..255 as libjpeg's ``rgb_ycc_convert``."""
+    r, g, b = tf.unstack(rgb, axis=-1)
+    offset = (128 << _SCALEBITS) + _ONE_HALF - 1  # CBCR_OFFSET + ONE_HALF - 1
+    y = _shr(_fix(0.299) * r + _fix(0.587) * g + _fix(0.114) * b + _ONE_HALF, _SCALEBITS)
+    cb = _shr(-_fix(0.16874) * r - _fix(0.33126) * g + _fix(0.5) * b + offset, _SCALEBITS)
+    cr = _shr(_fix(0.5) * r - _fix(0.41869) * g - _fix(0.08131) * b + offset, _SCALEBITS)
+    return tf.stack([y, cb, cr], axis=-1)
+
+
+def _ycbcr_to_rgb(ycc: tf.Tensor) -> tf.Tensor:
+    """int32 ``[B, H, W, 3]`` YCbCr 0..255 -> RGB 0..255 as libjpeg's ``ycc_rgb_convert``."""
+    y, cb, cr = tf.unstack(ycc, axis=-1)
+    cb, cr = cb - 128, cr - 128
+    r = y + _shr(_fix(1.40200) * cr + _ONE_HALF, _SCALEBITS)
+    b = y + _shr(_fix(1.77200) * cb + _ONE_HALF, _SCALEBITS)
+    g = y + _shr(-_fix(0.34414) * cb - _fix(0.71414) * cr + _ONE_HALF, _SCALEBITS)
+    return tf.clip_by_value(tf.stack([r, g, b], axis=-1), 0, 255)
+
+
+def _pad_edge(x: tf.Tensor, height, width) -> tf.Tensor:
+    """``[B, h, w, C]`` -> ``[B, height, width, C]`` repeating the last row and column."""
+    rows = tf.minimum(tf.range(height), tf.shape(x)[1] - 1)
+    cols = tf.minimum(tf.range(width), tf.shape(x)[2] - 1)
+    return tf.gather(tf.gather(x, rows, axis=1), cols, axis=2)
+
+
+def _downsample(chroma: tf.Tensor) -> tf.Tensor:
+    """libjpeg's ``h2v2_downsample`` of ``[B, 2h, 2w, C]`` int32 -> ``[B, h, w, C]``."""
+    shape = tf.shape(chroma)
+    h, w = shape[1] // 2, shape[2] // 2
+    blocks = tf.reshape(chroma, [shape[0], h, 2, w, 2, shape[3]])
+    total = tf.reduce_sum(blocks, axis=[2, 4])
+    bias = 1 + tf.range(w) % 2  # 1, 2, 1, 2, ... along each row
+    return _shr(total + bias[None, None, :, None], 2)
+
+
+def _upsample(chroma: tf.Tensor) -> tf.Tensor:
+    """libjpeg's ``h2v2_fancy_upsample`` of ``[B, h, w, C]`` int32 -> ``[B, 2h, 2w, C]``."""
+    shape = tf.shape(chroma)
+    b, h, w, c = shape[0], shape[1], shape[2], shape[3]
+    above = tf.gather(chroma, tf.maximum(tf.range(h) - 1, 0), axis=1)
+    below = tf.gather(chroma, tf.minimum(tf.range(h) + 1, h - 1), axis=1)
+    # Column sums of the two output rows of each input row: 3 * nearer + farther.
+    sums = tf.stack([3 * chroma + above, 3 * chroma + below], axis=2)  # [B, h, 2, w, C]
+    left = tf.gather(sums, tf.maximum(tf.range(w) - 1, 0), axis=3)
+    right = tf.gather(sums, tf.minimum(tf.range(w) + 1, w - 1), axis=3)
+    even, odd = _shr(3 * sums + left + 8, 4), _shr(3 * sums + right + 7, 4)
+    out = tf.stack([even, odd], axis=4)  # [B, h, 2, w, 2, C]
+    return tf.reshape(out, [b, 2 * h, 2 * w, c])
+
+
+def _repeat(chroma: tf.Tensor) -> tf.Tensor:
+    """libjpeg's ``h2v2_upsample`` of ``[B, h, w, C]`` -> ``[B, 2h, 2w, C]``: each sample 2x2."""
+    return tf.repeat(tf.repeat(chroma, 2, axis=1), 2, axis=2)
+
+
+def _dct_round_trip(plane: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+    """Quantise one plane in 8x8 blocks and decode it.
+
+    Args:
+        plane: int32 ``[B, 8 m, 8 n, C]`` samples 0..255.
+        table: int32 ``[B, 8, 8]`` quantisation table per image.
+
+    Returns:
+        int32 ``[B, 8 m, 8 n, C]`` decoded samples 0..255.
+    """
+    shape = tf.shape(plane)
+    b, m, n, c = shape[0], shape[1] // 8, shape[2] // 8, shape[3]
+    blocks = tf.reshape(plane - 128, [b, m, 8, n, 8, c])
+    blocks = tf.reshape(tf.transpose(blocks, [0, 1, 3, 5, 2, 4]), [b, -1, 8, 8])
+    coef = fdct_islow(blocks)
+    # libjpeg's quantize: |coef| / (8 q) rounded half up, the sign restored.
+    divisor = 8 * table[:, None]
+    levels = tf.sign(coef) * ((tf.abs(coef) + divisor // 2) // divisor)
+    out = idct_islow(levels * table[:, None])
+    out = tf.transpose(tf.reshape(out, [b, m, n, c, 8, 8]), [0, 1, 4, 2, 5, 3])
+    return tf.reshape(out, shape)
+
+
+def jpeg_batch(images, quality) -> tf.Tensor:
+    """Compress and decompress each image of a batch as baseline JPEG, in TensorFlow ops.
+
+    libjpeg's round trip with Pillow's and OpenCV's defaults (4:2:0 chroma, ISLOW DCT, fancy
+    upsampling), pixel for pixel; the steps and the differences are in the module docstring.
+    Source: ITU-T T.81 (JPEG baseline) and IJG libjpeg / libjpeg-turbo (``jccolor.c``,
+    ``jcsample.c``, ``jfdctint.c``, ``jcparam.c``, ``jidctint.c``, ``jdsample.c``, ``jdcolor.c``).
+
+    Args:
+        images: float32 ``[B, H, W, 3]`` RGB in [0, 1] (values outside are clipped), any
+            ``H, W >= 1``; rounded to the 8-bit grid first, as an encoder of uint8 images.
+        quality: ``[B]`` float or int, the JPEG quality of each image, 1..100 (clamped; a float
+            is rounded down).
+
+    Returns:
+        float32 ``[B, H, W, 3]`` in [0, 1], on the 8-bit grid (multiples of 1/255).
+    """
+    images = tf.convert_to_tensor(images, tf.float32)
+    shape = tf.shape(images)
+    b, h, w = shape[0], shape[1], shape[2]
+    rgb = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 1.0) * 255.0), tf.int32)
+    ycc = _rgb_to_ycbcr(rgb)
+    luma_table, chroma_table = quality_tables(quality)
+    # Luma: whole 8x8 blocks. Chroma: rows padded to 16 columns, an even number of rows, halved.
+    h8, w8 = (h + 7) // 8 * 8, (w + 7) // 8 * 8
+    hc, wc = (h + 1) // 2, (w + 1) // 2  # the chroma plane libjpeg keeps
+    luma = _dct_round_trip(_pad_edge(ycc[..., :1], h8, w8), luma_table)[:, :h, :w]
+    chroma = _downsample(_pad_edge(ycc[..., 1:], 2 * hc, (w + 15) // 16 * 16))
+    chroma = _pad_edge(chroma, (hc + 7) // 8 * 8, (wc + 7) // 8 * 8)
+    chroma = _dct_round_trip(chroma, chroma_table)[:, :hc, :wc]
+    # libjpeg (jdsample.c) upsamples a chroma plane of 1 or 2 columns by repeating its samples.
+    chroma = tf.cond(wc > 2, lambda: _upsample(chroma), lambda: _repeat(chroma))[:, :h, :w]
+    out = _ycbcr_to_rgb(tf.concat([luma, chroma], axis=-1))
+    # k / 255 by a table, not a division: XLA would multiply by 1/255, one ulp off.
+    return tf.reshape(tf.gather(tf.constant(_GRID), out), [b, h, w, 3])
