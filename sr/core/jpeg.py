@@ -106,7 +106,12 @@ def _odd_part(t4, t5, t6, t7):
     z1, z2 = (t4 + t7) * -_C0899, (t5 + t6) * -_C2562
     z5 = (t4 + t5 + t6 + t7) * _C1175
     z3, z4 = (t4 + t6) * -_C1961 + z5, (t5 + t7) * -_C0390 + z5
-    return t4 * _C0298 + z1 + z3, t5 * _C2053 + z2 + z4, t6 * _C3072 + z2 + z3, t7 * _C1501 + z1 + z4
+    return (
+        t4 * _C0298 + z1 + z3,
+        t5 * _C2053 + z2 + z4,
+        t6 * _C3072 + z2 + z3,
+        t7 * _C1501 + z1 + z4,
+    )
 
 
 def _fdct_1d(d: list, first: bool) -> list:
