@@ -114,49 +114,61 @@ def _odd_part(t4, t5, t6, t7):
     )
 
 
-def _fdct_1d(d: list, first: bool) -> list:
-    """One pass of ``jpeg_fdct_islow`` over 8 int32 tensors: rows (``first``), then columns."""
+def _fdct_pass(d: list) -> list:
+    """One pass of ``jpeg_fdct_islow`` (``jfdctint.c``) on 8 inputs, before its ``DESCALE``.
+
+    libjpeg shifts the DC terms by ``PASS1_BITS`` (pass 1) or descales them by it (pass 2);
+    scaled here by ``2^CONST_BITS`` they take the same ``DESCALE`` as the others, exactly.
+    """
     tmp0, tmp7, tmp1, tmp6 = d[0] + d[7], d[0] - d[7], d[1] + d[6], d[1] - d[6]
     tmp2, tmp5, tmp3, tmp4 = d[2] + d[5], d[2] - d[5], d[3] + d[4], d[3] - d[4]
     tmp10, tmp13, tmp11, tmp12 = tmp0 + tmp3, tmp0 - tmp3, tmp1 + tmp2, tmp1 - tmp2
-    if first:
-        dc0, dc4 = (tmp10 + tmp11) * (1 << _PASS1_BITS), (tmp10 - tmp11) * (1 << _PASS1_BITS)
-        bits = _CONST_BITS - _PASS1_BITS
-    else:
-        dc0, dc4 = _descale(tmp10 + tmp11, _PASS1_BITS), _descale(tmp10 - tmp11, _PASS1_BITS)
-        bits = _CONST_BITS + _PASS1_BITS
+    dc0, dc4 = (tmp10 + tmp11) * (1 << _CONST_BITS), (tmp10 - tmp11) * (1 << _CONST_BITS)
     e2, e6 = _even_rotation(tmp13, tmp12)
     o7, o5, o3, o1 = _odd_part(tmp4, tmp5, tmp6, tmp7)
-    out = [dc0, o1, e2, o3, dc4, o5, e6, o7]
-    return [x if i in (0, 4) else _descale(x, bits) for i, x in enumerate(out)]
+    return [dc0, o1, e2, o3, dc4, o5, e6, o7]
 
 
-def _idct_1d(d: list, bits: int) -> list:
-    """One pass of ``jpeg_idct_islow`` over 8 int32 tensors, descaled by ``bits``."""
+def _idct_pass(d: list) -> list:
+    """One pass of ``jpeg_idct_islow`` (``jidctint.c``) on 8 inputs, before its ``DESCALE``."""
     tmp3, tmp2 = _even_rotation(d[2], d[6])
     tmp0, tmp1 = (d[0] + d[4]) * (1 << _CONST_BITS), (d[0] - d[4]) * (1 << _CONST_BITS)
     tmp10, tmp13, tmp11, tmp12 = tmp0 + tmp3, tmp0 - tmp3, tmp1 + tmp2, tmp1 - tmp2
     o0, o1, o2, o3 = _odd_part(d[7], d[5], d[3], d[1])
     out = [tmp10 + o3, tmp11 + o2, tmp12 + o1, tmp13 + o0]
-    out += [tmp13 - o0, tmp12 - o1, tmp11 - o2, tmp10 - o3]
-    return [_descale(x, bits) for x in out]
+    return out + [tmp13 - o0, tmp12 - o1, tmp11 - o2, tmp10 - o3]
 
 
-def _along(blocks: tf.Tensor, axis: int, pass_1d) -> tf.Tensor:
-    """Apply ``pass_1d`` (8 tensors -> 8 tensors) along ``axis`` of ``[..., 8, 8]`` blocks."""
-    return tf.stack(pass_1d(tf.unstack(blocks, axis=axis)), axis=axis)
+def _pass_matrix(butterfly) -> np.ndarray:
+    """The integer matrix ``M`` of a pass: between its input and its ``DESCALE`` a pass is
+    additions and multiplications by integers only, so it is ``M @ d`` exactly."""
+    return np.stack(butterfly(list(np.eye(8, dtype=np.int64)))).astype(np.int32)
+
+
+FDCT_PASS, IDCT_PASS = _pass_matrix(_fdct_pass), _pass_matrix(_idct_pass)
+
+
+def _along(blocks: tf.Tensor, axis: int, matrix: np.ndarray, bits: int) -> tf.Tensor:
+    """``DESCALE(M @ x, bits)`` along ``axis`` (-1: rows, -2: columns) of ``[..., 8, 8]``,
+    as an int32 broadcast product and sum (exact; an int32 matmul is missing on some devices)."""
+    m = tf.constant(matrix)
+    if axis == -1:
+        out = tf.reduce_sum(blocks[..., None, :] * m, axis=-1)
+    else:
+        out = tf.reduce_sum(m[:, :, None] * blocks[..., None, :, :], axis=-2)
+    return _descale(out, bits)
 
 
 def fdct_islow(blocks: tf.Tensor) -> tf.Tensor:
     """libjpeg's ``jpeg_fdct_islow``: int32 ``[..., 8, 8]`` samples -128..127 -> 8x the DCT."""
-    rows = _along(blocks, -1, lambda d: _fdct_1d(d, first=True))
-    return _along(rows, -2, lambda d: _fdct_1d(d, first=False))
+    rows = _along(blocks, -1, FDCT_PASS, _CONST_BITS - _PASS1_BITS)
+    return _along(rows, -2, FDCT_PASS, _CONST_BITS + _PASS1_BITS)
 
 
 def idct_islow(coef: tf.Tensor) -> tf.Tensor:
     """libjpeg's ``jpeg_idct_islow``: int32 ``[..., 8, 8]`` dequantised DCT -> samples 0..255."""
-    cols = _along(coef, -2, lambda d: _idct_1d(d, _CONST_BITS - _PASS1_BITS))
-    out = _along(cols, -1, lambda d: _idct_1d(d, _CONST_BITS + _PASS1_BITS + 3))
+    cols = _along(coef, -2, IDCT_PASS, _CONST_BITS - _PASS1_BITS)
+    out = _along(cols, -1, IDCT_PASS, _CONST_BITS + _PASS1_BITS + 3)
     return tf.clip_by_value(out + 128, 0, 255)
 
 
@@ -275,7 +287,7 @@ def jpeg_batch(images, quality) -> tf.Tensor:
     Returns:
         float32 ``[B, H, W, 3]`` in [0, 1], on the 8-bit grid (multiples of 1/255).
     """
-    images = tf.convert_to_tensor(images, tf.float32)
+    images = tf.cast(images, tf.float32)
     shape = tf.shape(images)
     b, h, w = shape[0], shape[1], shape[2]
     rgb = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 1.0) * 255.0), tf.int32)
@@ -289,7 +301,11 @@ def jpeg_batch(images, quality) -> tf.Tensor:
     chroma = _pad_edge(chroma, (hc + 7) // 8 * 8, (wc + 7) // 8 * 8)
     chroma = _dct_round_trip(chroma, chroma_table)[:, :hc, :wc]
     # libjpeg (jdsample.c) upsamples a chroma plane of 1 or 2 columns by repeating its samples.
-    chroma = tf.cond(wc > 2, lambda: _upsample(chroma), lambda: _repeat(chroma))[:, :h, :w]
+    if images.shape[2] is not None:  # a static width: one branch in the graph
+        chroma = _upsample(chroma) if images.shape[2] > 4 else _repeat(chroma)
+    else:
+        chroma = tf.cond(wc > 2, lambda: _upsample(chroma), lambda: _repeat(chroma))
+    chroma = chroma[:, :h, :w]
     out = _ycbcr_to_rgb(tf.concat([luma, chroma], axis=-1))
     # k / 255 by a table, not a division: XLA would multiply by 1/255, one ulp off.
     return tf.reshape(tf.gather(tf.constant(_GRID), out), [b, h, w, 3])

@@ -118,7 +118,7 @@ def usm_sharp(images, weight: float = 0.5, radius: int = 50, threshold: float = 
         ValueError: a static ``H`` or ``W`` too small for the reflect padding of the kernel,
             naming the shape and the least side.
     """
-    images = tf.convert_to_tensor(images, tf.float32)
+    images = tf.cast(images, tf.float32)
     side = kernel_side(int(radius))
     least = side // 2 + 1
     h, w = images.shape[1], images.shape[2]
