@@ -38,6 +38,13 @@ pixels at every quality 1..100 and every size tried (8x8 to photo crops, odd sid
   wraps it;
 - it is not differentiable (DiffJPEG is): a degradation needs no gradient.
 
+Where Real-ESRGAN's DiffJPEG (``DiffJPEG(differentiable=False)`` in ``feed_data``) differs from
+libjpeg, and so from this: it pads to a multiple of 16 with zeros (black), not by repeating
+edges; keeps floats throughout (no 8-bit input, YCbCr, chroma or output rounding); subsamples
+chroma by a plain 2x2 mean and upsamples by repeating samples; scales the tables by a float
+factor, unrounded and unclamped (quality 100 divides by zero); and its tables are transposed
+(``y_table = ... .T`` against its DCT's [vertical, horizontal] frequency order).
+
 Every stage is one op over the whole batch (any quality per image), all int32 arithmetic with
 no CPU-only op: it runs on GPU/TPU inside a training step, compiles with XLA
 (``tf.function(jit_compile=True)``, same pixels) and gives the same result on every device.
