@@ -10,8 +10,9 @@ qualities in one batch) and with Pillow (``Image.save(format="JPEG", quality=q)`
 4:2:0, ISLOW DCT; then decoded), and prints per quality the PSNR between the two (mean and min
 over crops; ``inf`` when identical), the share of identical crops, and the PSNR of Pillow's JPEG
 against its input for scale. Then the time of a batch of 16 crops: ours eager, in a
-``tf.function`` and compiled by XLA, against Pillow's encode + decode one image after another;
-median of ``--repeat`` runs after a warm-up, on this machine's CPU (printed).
+``tf.function`` and compiled by XLA, in both carriers of its integers (float64, int32), against
+Pillow's encode + decode one image after another; median of ``--repeat`` runs after a warm-up,
+on this machine's CPU (printed), whose load the other processes set.
 """
 
 from __future__ import annotations
@@ -119,19 +120,24 @@ def ms(run, repeat: int) -> float:
 
 
 def timings(crops: np.ndarray, repeat: int) -> dict[str, float]:
-    """ms per batch of ``len(crops)``: ours eager / tf.function / XLA, Pillow one by one."""
+    """ms per batch of ``len(crops)``: ours eager / tf.function / XLA in both carriers (float64,
+    int32), Pillow one image after another."""
     images = tf.constant(crops, tf.float32) / 255.0
     qualities = tf.constant(np.resize(np.array(QUALITIES, np.float32), len(crops)))
-    graph = tf.function(jpeg_batch)
-    xla = tf.function(jpeg_batch, jit_compile=True)
-    return {
-        "ours, eager": ms(lambda: jpeg_batch(images, qualities).numpy(), repeat),
-        "ours, tf.function": ms(lambda: graph(images, qualities).numpy(), repeat),
-        "ours, XLA (jit_compile)": ms(lambda: xla(images, qualities).numpy(), repeat),
-        "Pillow, per image": ms(
-            lambda: [pillow(c, q) for c, q in zip(crops, qualities.numpy(), strict=True)], repeat
-        ),
-    }
+    result = {}
+    for dtype in (tf.float64, tf.int32):
+
+        def run(x, q, dtype=dtype):
+            return jpeg_batch(x, q, dtype=dtype)
+
+        graph, xla = tf.function(run), tf.function(run, jit_compile=True)
+        for name, f in (("eager", run), ("tf.function", graph), ("XLA", xla)):
+            key = f"ours {dtype.name}, {name}"
+            result[key] = ms(lambda f=f: f(images, qualities).numpy(), repeat)
+    result["Pillow, per image"] = ms(
+        lambda: [pillow(c, q) for c, q in zip(crops, qualities.numpy(), strict=True)], repeat
+    )
+    return result
 
 
 def main(argv=None) -> None:

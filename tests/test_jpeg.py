@@ -1,9 +1,10 @@
 """The batched JPEG round trip in TensorFlow ops (``sr.core.jpeg``) against Pillow's libjpeg.
 
-Everything but the final k / 255 is int32 arithmetic, the same on every CPU, GPU and under XLA,
-so the tests ask for Pillow's pixels exactly (measured: identical at every quality 1..100 and
-every size 1x1..11x11 and on photo crops). A later Pillow built on another libjpeg (IJG 9
-upsamples chroma by DCT scaling) would fail them: that is a real change of the reference.
+Everything but the final k / 255 is integer arithmetic (carried exactly by float64 or int32),
+the same on every CPU, GPU and under XLA, so the tests ask for Pillow's pixels exactly
+(measured: identical at every quality 1..100, every size 1x1..11x11 and on photo crops).
+A later Pillow built on another libjpeg (IJG 9 upsamples chroma by DCT scaling) would fail
+them: that is a real change of the reference.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sr.core.jpeg import jpeg_batch, quality_tables
 from tests.conftest import photo, shared_folder
 
 QUALITIES = (30, 50, 70, 80, 90, 95)
+CARRIERS = pytest.mark.parametrize("dtype", [tf.float64, tf.int32], ids=["float64", "int32"])
 
 
 def pillow_round_trip(image: np.ndarray, quality: int) -> np.ndarray:
@@ -29,9 +31,10 @@ def pillow_round_trip(image: np.ndarray, quality: int) -> np.ndarray:
     return np.asarray(Image.open(buf).convert("RGB"))
 
 
-def ours(images: np.ndarray, qualities) -> np.ndarray:
+def ours(images: np.ndarray, qualities, dtype=tf.float64) -> np.ndarray:
     """uint8 ``[B, H, W, 3]`` -> :func:`jpeg_batch`'s output as uint8 (checked on the grid)."""
-    out = jpeg_batch(tf.constant(images, tf.float32) / 255.0, tf.constant(qualities)).numpy()
+    images = tf.constant(images, tf.float32) / 255.0
+    out = jpeg_batch(images, tf.constant(qualities), dtype=dtype).numpy()
     levels = np.round(out * 255.0)
     assert np.array_equal(out, levels.astype(np.float32) / np.float32(255.0)), "off the grid"
     return levels.astype(np.uint8)
@@ -55,26 +58,28 @@ def set14_crops(size: int = 112) -> np.ndarray:
     return np.stack(crops)
 
 
-def test_photos_equal_pillows_at_every_quality_of_realesrgan():
+@CARRIERS
+def test_photos_equal_pillows_at_every_quality_of_realesrgan(dtype):
     """Set14 crops at the qualities of Real-ESRGAN's range, all in one batch: Pillow's pixels.
     (A float DCT instead of libjpeg's integer one gave 44-56 dB here, not identity.)"""
     crops = set14_crops()
     images = np.concatenate([crops] * len(QUALITIES))
     qualities = np.repeat(QUALITIES, len(crops))
-    got = ours(images, qualities)
+    got = ours(images, qualities, dtype)
     for image, quality, out in zip(images, qualities, got, strict=True):
         want = pillow_round_trip(image, quality)
         assert np.array_equal(out, want), f"quality {quality}: {differences(out, want)}"
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 5), (6, 3), (8, 8), (9, 13), (16, 16), (31, 17)])
-def test_every_quality_and_small_or_odd_sizes_equal_pillows(shape):
+@CARRIERS
+def test_every_quality_and_small_or_odd_sizes_equal_pillows(shape, dtype):
     """Qualities 1..100 (with the baseline clamp of the tables below 25) on sizes that are no
     multiple of 16 and chroma planes 1 or 2 samples wide (libjpeg repeats those samples)."""
     h, w = shape
     image = photo("astronaut")[200 : 200 + h, 180 : 180 + w]
     qualities = np.arange(1, 101)
-    got = ours(np.repeat(image[None], len(qualities), axis=0), qualities)
+    got = ours(np.repeat(image[None], len(qualities), axis=0), qualities, dtype)
     for quality, out in zip(qualities, got, strict=True):
         want = pillow_round_trip(image, quality)
         assert np.array_equal(out, want), f"{h}x{w} q{quality}: {differences(out, want)}"
@@ -119,13 +124,19 @@ def test_shape_kept_and_gray_stays_exactly_gray():
     assert np.array_equal(out[..., 0], out[..., 1]) and np.array_equal(out[..., 0], out[..., 2])
 
 
-def test_compiled_with_xla_gives_the_same_pixels():
+@CARRIERS
+def test_compiled_with_xla_gives_the_same_pixels(dtype):
     """``tf.function(jit_compile=True)`` (the training step's compilation) and eager agree
     exactly, for a batch of qualities given as a float tensor."""
     crops = np.stack([photo("astronaut")[:24, :40], photo("chelsea")[:24, :40]]) / 255.0
     qualities = tf.constant([35.0, 85.0])
-    compiled = tf.function(jpeg_batch, jit_compile=True)
-    assert np.array_equal(compiled(crops, qualities), jpeg_batch(crops, qualities))
+    compiled = tf.function(lambda x, q: jpeg_batch(x, q, dtype=dtype), jit_compile=True)
+    assert np.array_equal(compiled(crops, qualities), jpeg_batch(crops, qualities, dtype=dtype))
+
+
+def test_an_unknown_carrier_is_refused():
+    with pytest.raises(ValueError, match="float32.* is not tf.int32 or tf.float64"):
+        jpeg_batch(np.zeros([1, 8, 8, 3]), [50], dtype=tf.float32)
 
 
 def test_unknown_shapes_in_a_graph_take_libjpegs_branch_at_run_time():

@@ -45,9 +45,10 @@ chroma by a plain 2x2 mean and upsamples by repeating samples; scales the tables
 factor, unrounded and unclamped (quality 100 divides by zero); and its tables are transposed
 (``y_table = ... .T`` against its DCT's [vertical, horizontal] frequency order).
 
-Every stage is one op over the whole batch (any quality per image), all int32 arithmetic with
-no CPU-only op: it runs on GPU/TPU inside a training step, compiles with XLA
-(``tf.function(jit_compile=True)``, same pixels) and gives the same result on every device.
+Every stage is one op over the whole batch (any quality per image), integer arithmetic carried
+exactly by float64 (CPU, GPU) or int32 (TPU), no CPU-only op: it runs on the accelerator inside
+a training step, compiles with XLA (``tf.function(jit_compile=True)``) and gives the same pixels
+on every device, in both carriers, compiled or not.
 """
 
 from __future__ import annotations
@@ -85,9 +86,22 @@ def _fix(x: float) -> int:
     return int(x * (1 << _SCALEBITS) + 0.5)
 
 
-def _shr(x: tf.Tensor, bits) -> tf.Tensor:
-    """Arithmetic right shift of int32 (libjpeg's ``RIGHT_SHIFT``: floor of x / 2^bits)."""
-    return tf.bitwise.right_shift(x, tf.cast(bits, x.dtype))
+def _shr(x: tf.Tensor, bits: int) -> tf.Tensor:
+    """libjpeg's ``RIGHT_SHIFT``, floor of x / 2^bits: an arithmetic shift of int32, or an exact
+    floor of float64 (integers below 2^53, times a power of two)."""
+    if x.dtype.is_integer:
+        return tf.bitwise.right_shift(x, tf.cast(bits, x.dtype))
+    return tf.floor(x * 0.5**bits)
+
+
+def _divide(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """floor(a / b) of integer values a >= 0, b > 0, exact in int32 and float64 (a float64
+    quotient off by one ulp, as a division compiled to a reciprocal may give, is corrected)."""
+    if a.dtype.is_integer:
+        return a // b
+    n = tf.floor(a / b)
+    n = tf.where((n + 1) * b <= a, n + 1, n)
+    return tf.where(n * b > a, n - 1, n)
 
 
 # libjpeg's ISLOW DCT (jfdctint.c, jidctint.c): CONST_BITS = 13, PASS1_BITS = 2, FIX(x) for 2^13.
@@ -156,10 +170,15 @@ FDCT_PASS, IDCT_PASS = _pass_matrix(_fdct_pass), _pass_matrix(_idct_pass)
 
 
 def _along(blocks: tf.Tensor, axis: int, matrix: np.ndarray, bits: int) -> tf.Tensor:
-    """``DESCALE(M @ x, bits)`` along ``axis`` (-1: rows, -2: columns) of ``[..., 8, 8]``,
-    as an int32 broadcast product and sum (exact; an int32 matmul is missing on some devices)."""
-    m = tf.constant(matrix)
-    if axis == -1:
+    """``DESCALE(M @ x, bits)`` along ``axis`` (-1: rows, -2: columns) of ``[..., 8, 8]``.
+
+    float64: a matmul, exact (every sum is an integer below 2^40). int32: a broadcast product
+    and sum, as TensorFlow's GPU kernels have no int32 matmul.
+    """
+    m = tf.constant(matrix, blocks.dtype)
+    if blocks.dtype.is_floating:
+        out = tf.matmul(blocks, m, transpose_b=True) if axis == -1 else tf.matmul(m, blocks)
+    elif axis == -1:
         out = tf.reduce_sum(blocks[..., None, :] * m, axis=-1)
     else:
         out = tf.reduce_sum(m[:, :, None] * blocks[..., None, :, :], axis=-2)
@@ -167,13 +186,15 @@ def _along(blocks: tf.Tensor, axis: int, matrix: np.ndarray, bits: int) -> tf.Te
 
 
 def fdct_islow(blocks: tf.Tensor) -> tf.Tensor:
-    """libjpeg's ``jpeg_fdct_islow``: int32 ``[..., 8, 8]`` samples -128..127 -> 8x the DCT."""
+    """libjpeg's ``jpeg_fdct_islow``: ``[..., 8, 8]`` samples -128..127 -> 8x the DCT
+    (int32, or float64 holding integers)."""
     rows = _along(blocks, -1, FDCT_PASS, _CONST_BITS - _PASS1_BITS)
     return _along(rows, -2, FDCT_PASS, _CONST_BITS + _PASS1_BITS)
 
 
 def idct_islow(coef: tf.Tensor) -> tf.Tensor:
-    """libjpeg's ``jpeg_idct_islow``: int32 ``[..., 8, 8]`` dequantised DCT -> samples 0..255."""
+    """libjpeg's ``jpeg_idct_islow``: ``[..., 8, 8]`` dequantised DCT -> samples 0..255
+    (int32, or float64 holding integers)."""
     cols = _along(coef, -2, IDCT_PASS, _CONST_BITS - _PASS1_BITS)
     out = _along(cols, -1, IDCT_PASS, _CONST_BITS + _PASS1_BITS + 3)
     return tf.clip_by_value(out + 128, 0, 255)
@@ -197,24 +218,43 @@ def quality_tables(quality) -> tuple[tf.Tensor, tf.Tensor]:
     return scaled(LUMA_TABLE), scaled(CHROMA_TABLE)
 
 
+def _affine(x: tf.Tensor, matrix, offsets) -> tf.Tensor:
+    """``x @ matrix^T + offsets`` over the last axis of integer values, exactly: a float64
+    matmul (integers below 2^53) or an int32 broadcast product and sum."""
+    m = tf.constant(matrix, x.dtype)
+    if x.dtype.is_floating:
+        out = tf.tensordot(x, tf.transpose(m), axes=1)
+    else:
+        out = tf.reduce_sum(x[..., None, :] * m, axis=-1)
+    return out + tf.constant(offsets, x.dtype)
+
+
+# libjpeg's colour conversions as integer matrices before the shift by SCALEBITS: jccolor.c
+# (CBCR_OFFSET + ONE_HALF - 1 makes Cb and Cr round down at 255.5), and jdcolor.c with the
+# luma inside the shift (y + (v >> 16) = (y * 2^16 + v) >> 16) and Cb, Cr centred on 128.
+_TO_YCC = [
+    [_fix(0.299), _fix(0.587), _fix(0.114)],
+    [-_fix(0.16874), -_fix(0.33126), _fix(0.5)],
+    [_fix(0.5), -_fix(0.41869), -_fix(0.08131)],
+]
+_TO_YCC_OFFSETS = [_ONE_HALF] + [(128 << _SCALEBITS) + _ONE_HALF - 1] * 2
+_TO_RGB = [
+    [1 << _SCALEBITS, 0, _fix(1.40200)],
+    [1 << _SCALEBITS, -_fix(0.34414), -_fix(0.71414)],
+    [1 << _SCALEBITS, _fix(1.77200), 0],
+]
+_TO_RGB_OFFSETS = [_ONE_HALF - 128 * sum(row[1:]) for row in _TO_RGB]
+
+
 def _rgb_to_ycbcr(rgb: tf.Tensor) -> tf.Tensor:
-    """int32 ``[B, H, W, 3]`` RGB 0..255 -> YCbCr 0..255 as libjpeg's ``rgb_ycc_convert``."""
-    r, g, b = tf.unstack(rgb, axis=-1)
-    offset = (128 << _SCALEBITS) + _ONE_HALF - 1  # CBCR_OFFSET + ONE_HALF - 1
-    y = _shr(_fix(0.299) * r + _fix(0.587) * g + _fix(0.114) * b + _ONE_HALF, _SCALEBITS)
-    cb = _shr(-_fix(0.16874) * r - _fix(0.33126) * g + _fix(0.5) * b + offset, _SCALEBITS)
-    cr = _shr(_fix(0.5) * r - _fix(0.41869) * g - _fix(0.08131) * b + offset, _SCALEBITS)
-    return tf.stack([y, cb, cr], axis=-1)
+    """``[B, H, W, 3]`` RGB 0..255 -> YCbCr 0..255 as libjpeg's ``rgb_ycc_convert``."""
+    return _shr(_affine(rgb, _TO_YCC, _TO_YCC_OFFSETS), _SCALEBITS)
 
 
 def _ycbcr_to_rgb(ycc: tf.Tensor) -> tf.Tensor:
-    """int32 ``[B, H, W, 3]`` YCbCr 0..255 -> RGB 0..255 as libjpeg's ``ycc_rgb_convert``."""
-    y, cb, cr = tf.unstack(ycc, axis=-1)
-    cb, cr = cb - 128, cr - 128
-    r = y + _shr(_fix(1.40200) * cr + _ONE_HALF, _SCALEBITS)
-    b = y + _shr(_fix(1.77200) * cb + _ONE_HALF, _SCALEBITS)
-    g = y + _shr(-_fix(0.34414) * cb - _fix(0.71414) * cr + _ONE_HALF, _SCALEBITS)
-    return tf.clip_by_value(tf.stack([r, g, b], axis=-1), 0, 255)
+    """``[B, H, W, 3]`` YCbCr 0..255 -> RGB 0..255 as libjpeg's ``ycc_rgb_convert``."""
+    rgb = _shr(_affine(ycc, _TO_RGB, _TO_RGB_OFFSETS), _SCALEBITS)
+    return tf.clip_by_value(rgb, 0, 255)
 
 
 def _pad_edge(x: tf.Tensor, height, width) -> tf.Tensor:
@@ -225,17 +265,17 @@ def _pad_edge(x: tf.Tensor, height, width) -> tf.Tensor:
 
 
 def _downsample(chroma: tf.Tensor) -> tf.Tensor:
-    """libjpeg's ``h2v2_downsample`` of ``[B, 2h, 2w, C]`` int32 -> ``[B, h, w, C]``."""
+    """libjpeg's ``h2v2_downsample`` of ``[B, 2h, 2w, C]`` -> ``[B, h, w, C]``."""
     shape = tf.shape(chroma)
     h, w = shape[1] // 2, shape[2] // 2
     blocks = tf.reshape(chroma, [shape[0], h, 2, w, 2, shape[3]])
     total = tf.reduce_sum(blocks, axis=[2, 4])
-    bias = 1 + tf.range(w) % 2  # 1, 2, 1, 2, ... along each row
+    bias = tf.cast(1 + tf.range(w) % 2, chroma.dtype)  # 1, 2, 1, 2, ... along each row
     return _shr(total + bias[None, None, :, None], 2)
 
 
 def _upsample(chroma: tf.Tensor) -> tf.Tensor:
-    """libjpeg's ``h2v2_fancy_upsample`` of ``[B, h, w, C]`` int32 -> ``[B, 2h, 2w, C]``."""
+    """libjpeg's ``h2v2_fancy_upsample`` of ``[B, h, w, C]`` -> ``[B, 2h, 2w, C]``."""
     shape = tf.shape(chroma)
     b, h, w, c = shape[0], shape[1], shape[2], shape[3]
     above = tf.gather(chroma, tf.maximum(tf.range(h) - 1, 0), axis=1)
@@ -258,12 +298,13 @@ def _dct_round_trip(plane: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
     """Quantise one plane in 8x8 blocks and decode it.
 
     Args:
-        plane: int32 ``[B, 8 m, 8 n, C]`` samples 0..255.
+        plane: ``[B, 8 m, 8 n, C]`` samples 0..255, int32 or float64 (integer values).
         table: int32 ``[B, 8, 8]`` quantisation table per image.
 
     Returns:
-        int32 ``[B, 8 m, 8 n, C]`` decoded samples 0..255.
+        ``[B, 8 m, 8 n, C]`` decoded samples 0..255, the dtype of ``plane``.
     """
+    table = tf.cast(table, plane.dtype)
     shape = tf.shape(plane)
     b, m, n, c = shape[0], shape[1] // 8, shape[2] // 8, shape[3]
     blocks = tf.reshape(plane - 128, [b, m, 8, n, 8, c])
@@ -271,13 +312,13 @@ def _dct_round_trip(plane: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
     coef = fdct_islow(blocks)
     # libjpeg's quantize: |coef| / (8 q) rounded half up, the sign restored.
     divisor = 8 * table[:, None]
-    levels = tf.sign(coef) * ((tf.abs(coef) + divisor // 2) // divisor)
+    levels = tf.sign(coef) * _divide(tf.abs(coef) + divisor // 2, divisor)
     out = idct_islow(levels * table[:, None])
     out = tf.transpose(tf.reshape(out, [b, m, n, c, 8, 8]), [0, 1, 4, 2, 5, 3])
     return tf.reshape(out, shape)
 
 
-def jpeg_batch(images, quality) -> tf.Tensor:
+def jpeg_batch(images, quality, dtype=tf.float64) -> tf.Tensor:
     """Compress and decompress each image of a batch as baseline JPEG, in TensorFlow ops.
 
     libjpeg's round trip with Pillow's and OpenCV's defaults (4:2:0 chroma, ISLOW DCT, fancy
@@ -290,14 +331,23 @@ def jpeg_batch(images, quality) -> tf.Tensor:
             ``H, W >= 1``; rounded to the 8-bit grid first, as an encoder of uint8 images.
         quality: ``[B]`` float or int, the JPEG quality of each image, 1..100 (clamped; a float
             is rounded down).
+        dtype: the integer arithmetic's carrier, same pixels either way. ``tf.float64``
+            (default): exact on integers below 2^53, runs on CPU and GPU with or without XLA
+            (TensorFlow keeps int32 arithmetic on the host when a GPU op is not compiled).
+            ``tf.int32``: for TPUs (no float64), under XLA.
 
     Returns:
         float32 ``[B, H, W, 3]`` in [0, 1], on the 8-bit grid (multiples of 1/255).
+
+    Raises:
+        ValueError: ``dtype`` is neither ``tf.int32`` nor ``tf.float64``.
     """
+    if dtype not in (tf.int32, tf.float64):
+        raise ValueError(f"jpeg_batch: dtype {dtype!r} is not tf.int32 or tf.float64")
     images = tf.cast(images, tf.float32)
     shape = tf.shape(images)
     b, h, w = shape[0], shape[1], shape[2]
-    rgb = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 1.0) * 255.0), tf.int32)
+    rgb = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 1.0) * 255.0), dtype)
     ycc = _rgb_to_ycbcr(rgb)
     luma_table, chroma_table = quality_tables(quality)
     # Luma: whole 8x8 blocks. Chroma: rows padded to 16 columns, an even number of rows, halved.
@@ -315,4 +365,4 @@ def jpeg_batch(images, quality) -> tf.Tensor:
     chroma = chroma[:, :h, :w]
     out = _ycbcr_to_rgb(tf.concat([luma, chroma], axis=-1))
     # k / 255 by a table, not a division: XLA would multiply by 1/255, one ulp off.
-    return tf.reshape(tf.gather(tf.constant(_GRID), out), [b, h, w, 3])
+    return tf.reshape(tf.gather(tf.constant(_GRID), tf.cast(out, tf.int32)), [b, h, w, 3])
