@@ -148,3 +148,8 @@ def test_unknown_shapes_in_a_graph_take_libjpegs_branch_at_run_time():
         crop = photo("astronaut")[120:130, 200 : 200 + width]
         got = graph(crop[None] / np.float32(255.0), tf.constant([60])).numpy()
         assert np.array_equal(np.round(got[0] * 255), pillow_round_trip(crop, 60)), width
+
+
+def test_a_scalar_quality_applies_to_every_image():
+    crops = np.stack([photo("astronaut")[:16, :24], photo("coffee")[:16, :24]]) / 255.0
+    assert np.array_equal(jpeg_batch(crops, 40), jpeg_batch(crops, [40, 40]))

@@ -26,16 +26,16 @@ step in integer arithmetic, so that its output is libjpeg's decoded file, bit fo
    libjpeg repeats each sample instead when the chroma plane is 1 or 2 samples wide;
 8. YCbCr -> RGB in libjpeg's fixed point (``jdcolor.c``), clamped to 0..255.
 
-Measured against Pillow 13 (libjpeg-turbo, quality q, default 4:2:0, ISLOW): identical
-pixels at every quality 1..100 and every size tried (8x8 to photo crops, odd sides), see
-``tests/test_jpeg.py`` and ``benchmarks/jpeg_agreement.py``. What differs from libjpeg:
+Measured against Pillow 13 (libjpeg-turbo 3.2, quality q, default 4:2:0, ISLOW): identical
+pixels at every quality 1..100 and every size tried (1x1 to 11x11, odd sides, 112-pixel photo
+crops), see ``tests/test_jpeg.py`` and ``benchmarks/jpeg_agreement.py``. What differs from
+libjpeg:
 
 - the quality is a float per image, rounded down to an integer and clamped to 1..100 (libjpeg
   takes an int);
 - no entropy coding (Huffman coding is lossless: the decoded pixels do not depend on it);
-- an inverse DCT sample more than 384 outside 0..255 (only from corrupt or hand-made
-  coefficients, never from this encoder's) is clamped, where libjpeg's ``range_limit`` table
-  wraps it;
+- an inverse DCT sample far outside 0..255 (from hand-made coefficients, not from this
+  encoder's) is clamped, where libjpeg's masked ``range_limit`` table may wrap it;
 - it is not differentiable (DiffJPEG is): a degradation needs no gradient.
 
 Where Real-ESRGAN's DiffJPEG (``DiffJPEG(differentiable=False)`` in ``feed_data``) differs from
@@ -47,8 +47,9 @@ factor, unrounded and unclamped (quality 100 divides by zero); and its tables ar
 
 Every stage is one op over the whole batch (any quality per image), integer arithmetic carried
 exactly by float64 (CPU, GPU) or int32 (TPU), no CPU-only op: it runs on the accelerator inside
-a training step, compiles with XLA (``tf.function(jit_compile=True)``) and gives the same pixels
-on every device, in both carriers, compiled or not.
+a training step and compiles with XLA (``tf.function(jit_compile=True)``). No float rounding
+enters, so no device's rounding can change a pixel (tested on CPU: eager, graph and XLA, both
+carriers, the same pixels).
 """
 
 from __future__ import annotations
@@ -329,8 +330,8 @@ def jpeg_batch(images, quality, dtype=tf.float64) -> tf.Tensor:
     Args:
         images: float32 ``[B, H, W, 3]`` RGB in [0, 1] (values outside are clipped), any
             ``H, W >= 1``; rounded to the 8-bit grid first, as an encoder of uint8 images.
-        quality: ``[B]`` float or int, the JPEG quality of each image, 1..100 (clamped; a float
-            is rounded down).
+        quality: ``[B]`` float or int, the JPEG quality of each image, or a scalar for all;
+            1..100 (clamped; a float is rounded down).
         dtype: the integer arithmetic's carrier, same pixels either way. ``tf.float64``
             (default): exact on integers below 2^53, runs on CPU and GPU with or without XLA
             (TensorFlow keeps int32 arithmetic on the host when a GPU op is not compiled).
@@ -349,7 +350,7 @@ def jpeg_batch(images, quality, dtype=tf.float64) -> tf.Tensor:
     b, h, w = shape[0], shape[1], shape[2]
     rgb = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 1.0) * 255.0), dtype)
     ycc = _rgb_to_ycbcr(rgb)
-    luma_table, chroma_table = quality_tables(quality)
+    luma_table, chroma_table = quality_tables(tf.broadcast_to(quality, [b]))
     # Luma: whole 8x8 blocks. Chroma: rows padded to 16 columns, an even number of rows, halved.
     h8, w8 = (h + 7) // 8 * 8, (w + 7) // 8 * 8
     hc, wc = (h + 1) // 2, (w + 1) // 2  # the chroma plane libjpeg keeps

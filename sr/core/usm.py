@@ -105,8 +105,8 @@ def usm_sharp(images, weight: float = 0.5, radius: int = 50, threshold: float = 
     ground truth (``gt_usm``): the LR is made from ``usm_sharp(hr)``, which is also the target.
 
     Args:
-        images: float32 ``[B, H, W, C]`` in [0, 1], any C; ``H, W >= kernel_side(radius) // 2
-            + 1`` (26 for radius 50).
+        images: float32 ``[B, H, W, C]`` in [0, 1], any static C; ``H, W >=
+            kernel_side(radius) // 2 + 1`` (26 for radius 50).
         weight: sharpening strength (BasicSR: 0.5); 0 returns ``images``.
         radius: BasicSR's radius, the Gaussian kernel's side (made odd: 50 -> 51).
         threshold: the least residual, in 8-bit levels, that the mask keeps (BasicSR: 10).
