@@ -356,7 +356,7 @@ def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
     want = np.round(usm_sharp(tf.cast(hr, tf.float32) / 255).numpy() * 255) / 255
     np.testing.assert_allclose(_pairs(sharp, [(hr, gray, seeds)])[0][1], want[:, m:-m, m:-m])
     got_plain = _pairs(plain, [(hr, gray, seeds)])[0][1]
-    np.testing.assert_array_equal(got_plain, hr.numpy()[:, m:-m, m:-m] / 255)
+    np.testing.assert_array_equal(got_plain, (hr.numpy()[:, m:-m, m:-m] / np.float32(255)))
     assert np.abs(want[:, m:-m, m:-m] - got_plain).max() > 5 / 255  # sharpening shows
 
 
