@@ -14,11 +14,11 @@ The computation, on a grey image ``Y`` (``[H, W]`` on the 8-bit grid 0..255):
 2. At each of two scales: MSCN coefficients ``(Y - mu) / (sigma + 1)``, ``mu`` and ``sigma`` the
    local mean and deviation under the 7 x 7 Gaussian window (sigma 7/6, summing to 1), borders
    replicated (MATLAB ``imfilter(..., 'replicate')``), in float32 (:func:`mscn`); per block 18
-   features: the generalized Gaussian fit of the coefficients (shape alpha, and the mean of the two AGGD scales) and, for
-   each of four neighbour products (horizontal, vertical and the two diagonals, circular
-   shifts within the block as MATLAB ``circshift``), the asymmetric generalized Gaussian fit
-   (shape, mean, left and right scales). Shapes are found on the grid 0.2:0.001:10 by moment
-   matching (Lasmar et al. 2009), as the release does.
+   features: the generalized Gaussian fit of the coefficients (shape alpha, and the mean of the
+   two AGGD scales) and, for each of four neighbour products (horizontal, vertical and the two
+   diagonals, circular shifts within the block as MATLAB ``circshift``), the asymmetric
+   generalized Gaussian fit (shape, mean, left and right scales). Shapes are found on the grid
+   0.2:0.001:10 by moment matching (Lasmar et al. 2009), as the release does.
 3. The second scale is ``Y`` downscaled by 2 with MATLAB's antialiased bicubic ``imresize``: the
    project's one operator, ``sr.core.degrade.bicubic_downscale``; its 96 x 96 blocks are the
    48 x 48 blocks there.
