@@ -427,8 +427,8 @@ def _real_outputs(upscaler: Upscaler | None, lr: np.ndarray, scale: int) -> dict
     """``{"niqe": the model's uint8 output, "niqe_bicubic": bicubic's}`` of one LR photo
     (``"niqe"`` absent without a model)."""
     outputs = {}
-    if upscaler is not None:
-        outputs["niqe"] = upscaler(lr)
+    if upscaler is not None:  # in tiles of upscale.py's default 256, equal to the untiled result
+        outputs["niqe"] = upscaler(lr, tile=256)
     bicubic = quantize(bicubic_upscale(lr, scale)).numpy().astype(np.uint8)
     outputs["niqe_bicubic"] = bicubic
     return outputs
