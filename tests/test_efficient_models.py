@@ -132,7 +132,7 @@ def test_train_evaluate_upscale(folders, tmp_path, compose, model, mode, channel
     scripts users run."""
     from sr.train.app import run
 
-    small = "model.features=8 model.blocks=2".split()
+    small = "model.features=8 model.blocks=2".split() + ["model.growth=8"] * (model == "rrdbnet")
     shards = [f"data.data_root={tmp_path / 'root'}", "data.num_shards=2"]
     cfg = compose(
         f"model={model}",

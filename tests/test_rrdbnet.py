@@ -90,7 +90,8 @@ def test_scales_and_their_receptive_fields(scale, stages):
 
 @pytest.mark.parametrize("scale", [1, 5, 6, 16])
 def test_other_scales_are_refused_naming_data_scale(scale):
-    with pytest.raises(ConfigError, match=f"supports data.scale 2, 3, 4 and 8.*data.scale={scale}"):
+    expected = f"supports data.scale 2, 3, 4 and 8.*data.scale={scale}"
+    with pytest.raises(ConfigError, match=expected):
         build_rrdbnet(scale, 3, features=8, blocks=1)
 
 

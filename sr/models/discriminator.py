@@ -45,9 +45,9 @@ def _sn_conv(filters: int, kernel: int, strides: int = 1):
 
 def top_singular_vector(matrix: np.ndarray, squarings: int = 10) -> np.ndarray:
     """Unit top right-singular vector ``[n]`` of ``matrix`` ``[m, n]`` (float64): the power
-    method on ``M = A^T A`` by repeated squaring (``M^(2^squarings)``, renormalised each time, whose
-    columns all lie along that vector: a thousand power iterations for ten ``n x n`` products,
-    much cheaper than an SVD of the largest kernels here)."""
+    method on ``M = A^T A`` by repeated squaring (``M^(2^squarings)``, renormalised each time,
+    whose columns all lie along that vector: a thousand power iterations for ten ``n x n``
+    products, much cheaper than an SVD of the largest kernels here)."""
     m = matrix.T.astype(np.float64) @ matrix.astype(np.float64)
     for _ in range(squarings):
         m = m @ m
