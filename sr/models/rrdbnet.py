@@ -16,8 +16,8 @@ as in the reference.
 ``model.blocks``, ``model.features``, ``model.growth``.
 
 Scales (``data.scale``): 4 is the paper's (two nearest x2 stages); 2 and 8 use one and three x2
-stages, and 3 one nearest x3 stage, as ESRGAN's first code (``n_upscale = log2(scale)``, one
-stage for x3). BasicSR's x2 and x1 models instead pixel-unshuffle the input by 2 or 4 and run
+stages, and 3 one nearest x3 stage, as the 2018 ESRGAN code in BasicSR did (``log2(scale)``
+upconv stages, one of x3 for x3). BasicSR's x2 and x1 models instead pixel-unshuffle the input by 2 or 4 and run
 the x4 network: that needs LR sizes divisible by 2 or 4 and ties the output to a grid anchored at
 the image corner, so tiles would not equal the whole image; it is not offered here. Other scales
 are refused.
