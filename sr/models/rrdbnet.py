@@ -17,10 +17,10 @@ as in the reference.
 
 Scales (``data.scale``): 4 is the paper's (two nearest x2 stages); 2 and 8 use one and three x2
 stages, and 3 one nearest x3 stage, as the 2018 ESRGAN code in BasicSR did (``log2(scale)``
-upconv stages, one of x3 for x3). BasicSR's x2 and x1 models instead pixel-unshuffle the input by 2 or 4 and run
-the x4 network: that needs LR sizes divisible by 2 or 4 and ties the output to a grid anchored at
-the image corner, so tiles would not equal the whole image; it is not offered here. Other scales
-are refused.
+upconv stages, one of x3 for x3). Today's BasicSR makes its x2 and x1 models by pixel-unshuffling
+the input by 2 or 4 before the x4 network: that needs LR sizes divisible by 2 or 4 and ties the
+output to a grid anchored at the image corner, so tiles would not equal the whole image; it is
+not offered here. Other scales are refused.
 
 The RDB convs start as in the reference (``default_init_weights(..., 0.1)``): He-normal (fan in)
 scaled by 0.1, zero bias; the other convs have Keras's default (Glorot uniform, zero bias).
