@@ -27,7 +27,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
-from sr.core.realesrgan import Params
+from sr.core.realesrgan import Options, Params
 from sr.data import SOURCES, PatchSource
 from sr.data.source import DataConfig
 
@@ -481,6 +481,7 @@ def config_tables() -> str:
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
         ("degradation", Params, "`degradation=realesrgan` only"),
+        ("degradation", Options, "`degradation=realesrgan` only"),
         ("", Config, ""),
     ]
     seen: set[str] = set()

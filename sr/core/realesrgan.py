@@ -171,8 +171,11 @@ class Options:
     """How :class:`RealESRGAN` runs, beside its :class:`Params`."""
 
     gt_usm: bool = True  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
-    device: str = field(default="input", metadata={"choices": DEVICES})  # where the LR is made
-    jpeg: str = field(default="auto", metadata={"choices": JPEGS})  # auto: libjpeg on input
+    # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
+    device: str = field(default="input", metadata={"choices": DEVICES})
+    # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.core.jpeg, any
+    # device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
+    jpeg: str = field(default="auto", metadata={"choices": JPEGS})
 
 
 def _check_options(o: Options) -> None:
