@@ -133,7 +133,7 @@ def usm_mask(images: tf.Tensor, blurred: tf.Tensor, threshold: float = 10.0) -> 
     return tf.cast(tf.abs(images - blurred) * 255.0 > threshold, tf.float32)
 
 
-def usm_sharp(images, weight: float = 0.5, radius: int = 50, threshold: float = 10.0):
+def usm_sharp(images, weight: float = 0.5, radius: int = 50, threshold: float = 10.0) -> tf.Tensor:
     """Sharpen a batch by unsharp masking with a soft mask: BasicSR's ``USMSharp``.
 
     The formula and the source are in the module docstring. Used as Real-ESRGAN's sharpened
