@@ -96,3 +96,12 @@ def test_smaller_than_the_kernel_allows_is_refused():
     with pytest.raises(ValueError, match=r"25x64 pixels are smaller than 26x26"):
         usm_sharp(np.zeros([1, 25, 64, 3], np.float32))
     usm_sharp(np.zeros([1, 25, 64, 3], np.float32), radius=20)  # side 21: 11 suffices
+
+
+def test_unknown_shapes_in_a_graph_give_the_same_result():
+    """The blur matrices are built in the graph from the run-time size."""
+    images = crops(40)[:, :, :33]
+    spec = [tf.TensorSpec([None, None, None, 3], tf.float32)]
+    graph = tf.function(usm_sharp, input_signature=spec)
+    np.testing.assert_allclose(graph(images), usm_sharp(images), rtol=0, atol=1e-6)
+    assert np.abs(graph(images).numpy()[0] - reference(images[0])[0]).max() < 1e-5
