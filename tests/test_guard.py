@@ -25,7 +25,7 @@ from tests.test_resume import assert_same_state
 
 
 def guard(**kw) -> DivergenceGuard:
-    return DivergenceGuard(GuardSettings(start=0, **kw))
+    return DivergenceGuard(GuardSettings(warmup=0, **kw))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -57,13 +57,62 @@ def test_short_windows_are_pooled_before_their_mean_is_judged():
     assert g.target([100, 150]) == 100  # the pooled steps are suspect
 
 
-def test_a_non_finite_loss_is_a_spike_and_nothing_is_judged_before_guard_from():
+def test_a_non_finite_loss_is_a_spike_and_no_spike_is_judged_before_guard_from():
     g = guard()
     assert "non-finite" in g.window(10, 1.0, 9, math.inf)
-    early = DivergenceGuard(GuardSettings(start=1000))
+    early = DivergenceGuard(GuardSettings(warmup=1000))
+    early.begin(0, 0.03)
     assert early.window(500, 0.02 * 500, 500, 0.03) is None
-    assert early.window(900, 100.0 * 400, 400, math.inf) is None  # before guard_from
-    assert early.validation(900, 5.0) is None
+    assert early.window(900, 0.03 * 400, 400, math.inf) is None  # NaN: the non-finite check's
+    assert early.window(999, 0.03 * 99, 99, 0.5) is None  # 25 x the last mean: warm-up noise
+    assert "guard_step_factor" in early.window(1000, 0.03, 1, 0.5)
+
+
+def test_guard_from_counts_from_the_runs_own_first_step():
+    """A run resumed at step 200 (its references from the checkpoint) is watched for loss
+    spikes from step 200 + guard_from on, not from the absolute step guard_from."""
+    before = guard()
+    before.window(200, 0.045 * 200, 200, 0.06)
+    g = DivergenceGuard(GuardSettings(warmup=1000))
+    g.remember(before.memory())
+    g.begin(200, 0.045)
+    assert g.accepted_step == g.validated_step == 200
+    assert g.window(1100, 0.05 * 100, 100, 0.4) is None  # a step at 9 x: still its warm-up
+    assert g.window(1199, 0.05 * 99, 99, 0.05) is None
+    verdict = g.window(1200, 0.05, 1, 0.4)
+    assert "loss spike" in verdict and "guard_step_factor=5" in verdict
+    fresh = DivergenceGuard(GuardSettings(warmup=1000))
+    fresh.begin(0, 0.3)
+    fresh.window(999, 0.05 * 999, 999, 0.1)
+    assert fresh.window(1000, 0.05, 1, 0.4) is not None
+
+
+def test_an_explosion_is_judged_from_the_first_window_whatever_guard_from():
+    """``train.lr=1e9`` on a 20-step run: one window of 20 steps with a mean of 6.9e10 against
+    the first step's loss 0.40; a resumed run against its remembered lowest mean. The limit is
+    100 x, not less: a window at 100 x passes."""
+    g = DivergenceGuard(GuardSettings(warmup=10**6))
+    g.begin(0, 0.4)
+    verdict = g.window(20, 6.9e10 * 20, 20, 2e11)
+    assert "loss explosion" in verdict and "guard_explode_factor=100" in verdict
+    assert "0.4" in verdict and g.target([]) is None and g.target([0]) == 0
+    at_limit = DivergenceGuard(GuardSettings(warmup=10**6))
+    at_limit.begin(0, 0.4)
+    assert at_limit.window(20, 40.0 * 20, 20, 1e3) is None  # 100 x: no explosion yet
+    assert at_limit.window(40, 40.5 * 20, 20, 1e3) is not None
+    resumed = DivergenceGuard(GuardSettings(warmup=1000))
+    resumed.remember([0.040, 0.045, 25.72])  # lowest mean, last mean, best PSNR
+    resumed.begin(200, 0.0433)
+    verdict = resumed.window(300, 10.36 * 100, 100, 60.0)
+    assert "loss explosion" in verdict and "0.04" in verdict
+    assert resumed.target([100, 200]) == 200  # the step it resumed at was known good
+    assert resumed.window(300, 3.9 * 100, 100, 60.0) is None  # 97 x: the spike rules' business
+    off = DivergenceGuard(GuardSettings(enabled=False))
+    off.begin(0, 0.4)
+    assert off.window(20, 1e12, 20, 1e11) is None
+    signed = guard()  # a loss that can be negative has no explosion reference
+    signed.begin(0, -0.5)
+    assert signed.window(20, 1e3, 20, 100.0) is None
 
 
 def test_a_validation_more_than_val_drop_below_the_best_is_a_collapse():
@@ -74,6 +123,29 @@ def test_a_validation_more_than_val_drop_below_the_best_is_a_collapse():
     assert "validation collapse" in verdict and "30.20" in verdict
     assert g.validation(5000, float("nan")) is not None
     assert g.validated_step == 3000
+
+
+def test_a_collapse_is_judged_as_soon_as_a_best_exists_and_early_noise_is_not_one():
+    """Validations every 100 steps of a fresh run, long before guard_from=1000: the first is the
+    best; dips of 2.4 and 2.9 dB are noise (below guard_val_drop=3) and pass; a drop of 3.1 dB
+    at step 500 is a collapse. A run resumed with a best of 25.72 dB (checkpoints/best) judges
+    its first validation, 11.77 dB, as one."""
+    g = DivergenceGuard(GuardSettings())  # guard_from 1000, val_drop 3
+    g.begin(0, 0.3)
+    assert g.validation(100, 24.0) is None  # the first: the best
+    assert g.validation(200, 26.5) is None
+    assert g.validation(300, 24.1) is None  # 2.4 dB below: noise
+    assert g.validation(400, 23.6) is None  # 2.9 dB below: noise
+    verdict = g.validation(500, 23.4)
+    assert "validation collapse" in verdict and "26.50" in verdict and "step 500" in verdict
+    assert g.target([100, 200, 300, 400]) == 400
+    resumed = DivergenceGuard(GuardSettings())
+    resumed.remember([0.04, 0.045, -math.inf])
+    resumed.best_psnr = 25.72  # as restore_best_record reads it from best.json
+    resumed.begin(200, 0.045)
+    assert "25.72 dB" in resumed.validation(400, 11.77)
+    assert resumed.target([200]) == 200
+    assert DivergenceGuard(GuardSettings()).validation(100, 5.0) is None  # no best: nothing
 
 
 def test_the_target_is_the_newest_checkpoint_before_the_first_suspect_step():
@@ -115,6 +187,7 @@ def test_the_guard_memory_survives_a_round_trip():
         ("clip_norm", -1.0, "train.clip_norm must be a number > 0"),
         ("guard_lr_factor", 1.0, "train.guard_lr_factor must be a number in (0, 1)"),
         ("guard_loss_factor", 1.0, "train.guard_loss_factor must be a number > 1"),
+        ("guard_explode_factor", 0.5, "train.guard_explode_factor must be a number > 1"),
         ("guard_val_drop", 0.0, "train.guard_val_drop must be a number > 0"),
         ("guard_max_rollbacks", -1, "train.guard_max_rollbacks must be an integer >= 0"),
     ],
@@ -399,3 +472,73 @@ def final_weights(run_dir, cfg) -> list[np.ndarray]:
     path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
     make_checkpoint(model).restore(path).expect_partial()
     return [w.numpy() for w in model.weights]
+
+
+# ------------------------------------------------------------------------------------------------
+# Every run watched: a resumed run at a diverging rate, a fresh run that explodes (in process)
+# ------------------------------------------------------------------------------------------------
+EDSR_TINY = ("model=edsr_lite", "model.blocks=2", "model.features=16")  # its bicubic skip: good
+ESPCN_TINY = ("model=espcn", "model.features=[16,8]")  # its loss stays finite at lr 1e9
+
+
+def watched(folders, model=EDSR_TINY) -> list[str]:
+    """A tiny run with the guard's defaults (guard_from 1000, far beyond its steps)."""
+    return [
+        *model,
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "data=generator",
+        "data.batch_size=4",
+        "train.log_every=5",
+        "train.val_every=10",
+        "train.ckpt_every=10",
+    ]
+
+
+def test_a_resume_at_a_diverging_rate_is_caught_before_guard_from(
+    folders, tmp_path, compose, caplog
+):
+    """The issue's case in small: a good 20-step run resumed with ``train.lr=0.5`` to step 40,
+    ``train.guard_from`` at its default (1000): the first window of the resumed run explodes
+    (a mean loss of about 2,600 against 0.026 here); the guard rolls back to step 20 at half the
+    rate, where it explodes again (about 170), and with ``train.guard_max_rollbacks=1`` the run
+    stops (exit code 4 in train.py) on the good checkpoint of step 20, ``checkpoints/best``
+    untouched."""
+    from sr.train.app import run
+    from sr.train.guard import DivergenceError
+
+    run_dir = tmp_path / "run"
+    run(compose(*watched(folders), "train.steps=20"), run_dir)
+    best = read_best(run_dir)
+    assert best["step"] == 20
+    caplog.clear()
+    cfg = compose(
+        *watched(folders), "train.steps=40", "train.lr=0.5", "train.guard_max_rollbacks=1",
+        f"resume={run_dir}",
+    )  # fmt: skip
+    with pytest.raises(DivergenceError, match="loss explosion") as info:
+        run(cfg, run_dir)
+    assert "after 1 rollback(s)" in str(info.value) and "checkpoints/best" in str(info.value)
+    first = caplog.text.split("Rollback 1 of train.guard_max_rollbacks=1: ")
+    assert "divergence guard: loss explosion: the mean loss of the 5 steps to step 25" in first[0]
+    assert first[1].startswith("restored checkpoints/ckpt-20 (step 20), learning rate x0.5")
+    assert checkpoint_steps(run_dir) == [10, 20]  # the diverged ones are gone
+    assert read_best(run_dir) == best
+
+
+def test_an_exploding_fresh_run_stops_before_guard_from(folders, tmp_path, compose):
+    """``train.lr=1e9`` on a fresh 20-step run (one log window of 100 steps, a checkpoint and a
+    validation due at step 10): the loss explodes by ten orders of magnitude; the steps are
+    judged before the save of step 10, and with no good checkpoint to go back to the run stops
+    there (exit code 4 in train.py) naming the explosion: no checkpoint, and no
+    ``checkpoints/best``, of the diverged weights."""
+    from sr.train.app import run
+    from sr.train.guard import DivergenceError
+
+    cfg = compose(*watched(folders, ESPCN_TINY), "train.steps=20", "train.lr=1e9",
+                  "train.log_every=100")  # fmt: skip
+    with pytest.raises(DivergenceError, match="loss explosion") as info:
+        run(cfg, tmp_path / "run")
+    assert "guard_explode_factor=100" in str(info.value) and "train.lr" in str(info.value)
+    assert info.value.step == 10 and info.value.best is None
+    assert not (tmp_path / "run" / "checkpoints").exists()
