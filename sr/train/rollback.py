@@ -87,9 +87,10 @@ class GuardPolicy:
                 else "and no checkpoint known to be good is left to roll back to"
             )
             raise DivergenceError(
-                f"the run diverged at step {step} ({reason}) {why}; the best weights are in "
-                f"{best or 'no checkpoints/best (no validation yet)'}. Start again with a lower "
-                f"train.lr (now {t.lr:g}), train.clip_norm or a longer train.lr_warmup_steps",
+                f"the run diverged at step {step} ({reason}) {why}; "
+                + (f"the best weights are in {best}" if best else "no checkpoints/best yet")
+                + f". Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a "
+                f"longer train.lr_warmup_steps",
                 step,
                 done,
                 best,
