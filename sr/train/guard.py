@@ -89,7 +89,7 @@ class DivergenceGuard:
     def __init__(self, settings: GuardSettings):
         self.settings = settings
         self.origin = 0  # the step the run (this process) started from
-        self.reference = math.inf  # the explosion rule's reference loss
+        self.reference = math.inf  # the first step's loss (the explosion rule's, with the means)
         self.lowest_mean = math.inf
         self.last_mean: float | None = None  # the previous accepted window's mean loss
         self.best_psnr = -math.inf
@@ -149,7 +149,6 @@ class DivergenceGuard:
             )
         self._pool = (0.0, 0, 0.0)
         self.lowest_mean, self.last_mean = min(self.lowest_mean, mean), mean
-        self.reference = min(self.reference, mean)
         self.accepted_step = self.pool_start = step
         return None
 
