@@ -336,7 +336,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         # every worker judges (with several, a collective agrees on the chief's verdict)
         verdict = self.judge_validation(res, self.cluster) if interrupted is None else None
         if verdict is not None:  # the last steps collapsed: end on the last good checkpoint
-            self.rollback(verdict)
+            self.rollback(verdict, final=True)
             res = self.validate_safely(saved=True)
         return self.finish(timer, res, interrupted)
 
@@ -368,6 +368,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             if first:
                 first = False
                 self._restart_clock_after_first_step()
+                self.guard_begin(step, loss)  # guard_from counts from here (sr.train.guard)
             profiler.after(step)
             step = self._between_steps(step, timer, loss)
         profiler.close(step)
@@ -375,7 +376,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             self.log_window(timer, float(loss))
             verdict = self.judge_window()
             if verdict is not None:  # the last steps diverged: end on the last good checkpoint
-                self.rollback(verdict)
+                self.rollback(verdict, final=True)
                 return stop["signal"]
             self.check_finite(window=True)
         self.save()
@@ -395,6 +396,10 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         ckpt_now = step % t.ckpt_every == 0 and step < t.steps
         val_now = step % t.val_every == 0 and step < t.steps
         if ckpt_now or val_now:
+            if step % t.log_every:  # nothing saved or validated of steps the guard has not judged
+                verdict = self.judge_window()
+                if verdict is not None:
+                    return self._roll_back(verdict, timer)
             timer.close_window()
             if ckpt_now:  # before validating: a failing validation loses nothing
                 self.save()
