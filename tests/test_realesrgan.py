@@ -321,14 +321,17 @@ def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, dev
     np.testing.assert_array_equal(seeds[:, 1], [8, 9, 10, 11])  # elements 8..11 of the stream
 
 
-@pytest.mark.parametrize("channels", ["rgb", "y"])
-def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels):
+@pytest.mark.parametrize("channels, coder", [("rgb", "auto"), ("y", "libjpeg")])
+def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels, coder):
     """degradation.device=accelerator: the input pipeline yields the flipped clean RGB crops
     (uint8, with their margin), their gray flags and seeds; the device stage then makes exactly
-    the pairs the input pipeline makes with device=input (same draws, same libjpeg)."""
-    common = ("degradation=realesrgan", f"data.channels={channels}", "degradation.jpeg=libjpeg")
-    on_input = _source(folders, tmp_path, "generator", *common)
-    on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator")
+    the pairs the input pipeline makes with device=input and libjpeg: the same draws, and the
+    batched TensorFlow JPEG (``auto`` on the accelerator) gives libjpeg's pixels."""
+    common = ("degradation=realesrgan", f"data.channels={channels}")
+    on_input = _source(folders, tmp_path, "generator", *common, "degradation.jpeg=libjpeg")
+    on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator",
+                        f"degradation.jpeg={coder}")  # fmt: skip
+    assert on_device.degradation.jpeg_coder() == ("tensorflow" if coder == "auto" else coder)
     assert on_input.device_stage() is None
     hr, gray, seeds = next(iter(on_device.dataset(0)))
     assert hr.dtype == tf.uint8 and hr.shape == (4, 112, 112, 3) and gray.shape == (4,)
