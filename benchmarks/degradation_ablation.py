@@ -1,14 +1,14 @@
-"""Where does Real-ESRGAN's degradation in the graph spend its time (issue 21)?
+"""Where does Real-ESRGAN's degradation of a batch spend its time?
 
     python benchmarks/degradation_ablation.py              # every variant, ~1 minute
     python benchmarks/degradation_ablation.py paper no_noise
 
-Degrades 64-crop batches of 112 x 112 RGB crops of scikit-image's astronaut (in RAM) with
-``sr.core.realesrgan.degrade_batch`` in a tf.data map (parallel, as the pair stage runs it) for
-8 seconds per variant, each variant the paper's parameters with one part switched off or fixed,
-and prints patches/s; then the op count of one crop's whole degradation (every branch of its
-conditionals) and of a batch's kernels. Reported in ``docs/performance.md`` ("Real-world
-degradations in the graph").
+Makes the training pairs of 64-crop batches of 112 x 112 RGB crops of scikit-image's astronaut
+(in RAM) with ``sr.core.realesrgan.RealESRGAN.pair`` (USM, then the degradation, libjpeg) in a
+tf.data map (parallel, as the pair stage runs it) for 8 seconds per variant, each variant the
+paper's parameters with one part switched off or fixed, and prints patches/s; then the op count
+of a batch's whole degradation (every branch of its conditionals) and of its kernels. Reported in
+``docs/performance.md`` ("Real-world degradations in the graph").
 """
 
 from __future__ import annotations
@@ -35,17 +35,19 @@ VARIANTS = {
     ),
     "no_blur2": dict(second_blur_prob=0.0),
     "keep_size": dict(resize_prob=(0.0, 0.0, 1.0), resize_prob2=(0.0, 0.0, 1.0)),
+    "no_usm": dict(gt_usm=False),
+    "tf_jpeg": dict(jpeg="tensorflow"),
 }
 B, SECONDS = 64, 8.0
 
 
-def rate(params: R.Params, crops: tf.Tensor) -> float:
-    """Patches/s of ``degrade_batch`` over :data:`SECONDS` after 3 warm-up batches."""
+def rate(degradation: R.RealESRGAN, crops: tf.Tensor) -> float:
+    """Patches/s of ``degradation.pair`` over :data:`SECONDS` after 3 warm-up batches."""
     n = int(crops.shape[0])
 
     def batch(i):
         hr = tf.cast(tf.gather(crops, i % n), tf.float32) / 255.0
-        return R.degrade_batch(hr, 4, R.image_seed(0, i), params)
+        return degradation.pair(hr, 4, R.image_seed(0, i))
 
     ds = tf.data.Dataset.range(10**9).batch(B).map(batch, num_parallel_calls=-1).prefetch(2)
     it = iter(ds)
@@ -78,16 +80,16 @@ def main(argv=None) -> int:
             f"unknown variant(s) {', '.join(sorted(unknown))}: choose from {', '.join(VARIANTS)}"
         )
     for name in a.variants or VARIANTS:
-        params = dataclasses.replace(R.Params(), **VARIANTS[name])
-        print(f"{name:14s} {rate(params, crops):6.0f} patches/s", flush=True)
+        keys = {**dataclasses.asdict(R.Params()), "jpeg": "libjpeg", **VARIANTS[name]}
+        print(f"{name:14s} {rate(R.RealESRGAN(**keys), crops):6.0f} patches/s", flush=True)
     params = R.Params()
-    one = tf.function(lambda x, s: R.degrade(x, 4, s, params)).get_concrete_function(
-        tf.TensorSpec([112, 112, 3]), tf.TensorSpec([2], tf.int64)
+    whole = tf.function(lambda x, s: R.degrade_batch(x, 4, s, params)).get_concrete_function(
+        tf.TensorSpec([B, 112, 112, 3]), tf.TensorSpec([B, 2], tf.int64)
     )
-    kernels = tf.function(lambda s: R.kernels(s, params)).get_concrete_function(
-        tf.TensorSpec([B, 2], tf.int64)
-    )
-    print(f"ops of one crop's degradation (every branch): {op_count(one.graph)}")
+    kernels = tf.function(
+        lambda s: R.kernels(R.batch_draws(s)[1], params)
+    ).get_concrete_function(tf.TensorSpec([B, 2], tf.int64))
+    print(f"ops of a batch's degradation (every branch): {op_count(whole.graph)}")
     print(f"ops of a batch's kernels: {op_count(kernels.graph)}")
     return 0
 
