@@ -86,9 +86,9 @@ def main(argv=None) -> int:
     whole = tf.function(lambda x, s: R.degrade_batch(x, 4, s, params)).get_concrete_function(
         tf.TensorSpec([B, 112, 112, 3]), tf.TensorSpec([B, 2], tf.int64)
     )
-    kernels = tf.function(
-        lambda s: R.kernels(R.batch_draws(s)[1], params)
-    ).get_concrete_function(tf.TensorSpec([B, 2], tf.int64))
+    kernels = tf.function(lambda s: R.kernels(R.batch_draws(s)[1], params)).get_concrete_function(
+        tf.TensorSpec([B, 2], tf.int64)
+    )
     print(f"ops of a batch's degradation (every branch): {op_count(whole.graph)}")
     print(f"ops of a batch's kernels: {op_count(kernels.graph)}")
     return 0

@@ -127,11 +127,18 @@ def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
     # update is not (TensorFlow refuses variables of other devices inside a cluster)
     # and Real-ESRGAN's degradation made by each replica in its training step
     # (degradation.device=accelerator), outside the XLA clusters (its sizes are drawn)
-    mirrored = ("train.strategy=mirrored", "train.logical_cpus=2", "train.xla=true", "train.steps=2")
+    mirrored = (
+        "train.strategy=mirrored",
+        "train.logical_cpus=2",
+        "train.xla=true",
+        "train.steps=2",
+    )
     on_device = ("degradation=realesrgan", "degradation.device=accelerator", "data.channels=rgb")
     outs = run_all(
         train_cmd(folders, tmp_path / "root", "generator", tmp_path / "run", *mirrored),
-        train_cmd(folders, tmp_path / "root", "generator", tmp_path / "acc", *mirrored, *on_device),
+        train_cmd(
+            folders, tmp_path / "root", "generator", tmp_path / "acc", *mirrored, *on_device
+        ),
     )
     for out in outs:
         assert "MirroredStrategy, 2 replica(s)" in out and "final step 2:" in out

@@ -141,7 +141,9 @@ def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
     ramp[:, :128] = np.linspace(0, 1, 128 * 256).reshape(256, 128)  # all 256 levels present
     image = tf.constant(np.repeat(ramp[None, ..., None], 3, -1))
     for gray in (False, True):
-        noisy = R.poisson_noise(image, tf.constant([1.0]), tf.constant([gray]), tf.constant([5, 6]))
+        noisy = R.poisson_noise(
+            image, tf.constant([1.0]), tf.constant([gray]), tf.constant([5, 6])
+        )
         rounded = np.round(image.numpy() * 255) / 255
         noise = (noisy.numpy() - rounded)[0, :, 128:]  # levels 0.2..0.8: no clipping
         assert abs(noise.mean()) < 5e-4

@@ -217,7 +217,7 @@ def report_degradation(res: dict) -> str:
         "| mode | pairs | patches/s (median, min-max) | CPU-s / 1000 patches |",
         "| --- | --- | ---: | ---: |",
     ]
-    for name, (mode, overrides) in DEG_PIPELINES.items():
+    for name, (mode, _) in DEG_PIPELINES.items():
         r, what = p[name], name.split("_", 2)[2].replace("_", ", ")
         lines.append(
             f"| {mode} | {what} | {r['median']:.0f} ({r['min']:.0f}-{r['max']:.0f}) | "

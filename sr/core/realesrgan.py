@@ -8,7 +8,8 @@ and BasicSR's ``basicsr/data/degradations.py``, ``basicsr/utils/img_process_util
 configuration ``options/train_realesrnet_x4plus.yml``, whose values are the defaults here and in
 ``conf/degradation/realesrgan.yaml``.
 
-A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s`` (:meth:`RealESRGAN.pair`):
+A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s``
+(:meth:`RealESRGAN.pair`):
 
 0. with ``gt_usm`` (on, as in every official option file) the HR is sharpened by unsharp
    masking (``sr.core.usm``); it is the target, and the LR is made from it;
@@ -234,7 +235,9 @@ def random_resize(per_batch: Draws, images, stage: dict, base, factor_given: boo
     the ratio of the sizes (``interpolate(size=...)``). float32."""
     lo, hi = stage["resize_range"]
     kind = per_batch.choice(stage["resize_prob"])
-    factor = tf.gather(tf.stack([per_batch.uniform(1.0, hi), per_batch.uniform(lo, 1.0), 1.0]), kind)
+    factor = tf.gather(
+        tf.stack([per_batch.uniform(1.0, hi), per_batch.uniform(lo, 1.0), 1.0]), kind
+    )
     mode = per_batch.choice([1 / 3] * 3)
     size = tf.maximum(tf.cast(tf.floor(base * factor), tf.int32), MIN_SIDE)
     clamped = tf.cast(size, tf.float32) != tf.floor(base * factor)
