@@ -26,7 +26,13 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
 from sr.core.realesrgan import Params
-from sr.core.schema import check_node, composition_error, field_docs, show_default
+from sr.core.schema import (
+    bounds_text,
+    check_node,
+    composition_error,
+    field_docs,
+    show_default,
+)
 from sr.data import SOURCES, PatchSource
 from sr.data.source import DataConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
@@ -142,25 +148,19 @@ class DegradationConfig:
     _target_: str = MISSING
 
 
-def _typed(default):
-    """The schema type of a :class:`sr.core.realesrgan.Params` default: a list of integers or of
-    numbers for a tuple, a number for a number (so that ``degradation.kernel_sizes=7`` names the
-    key when the config composes)."""
-    if isinstance(default, tuple):
-        return list[int] if all(isinstance(v, int) for v in default) else list[float]
-    return float
+def _typed(f: dataclasses.Field) -> tuple:
+    """A :class:`sr.core.realesrgan.Params` field in the schema: a tuple default as a list of
+    integers or of numbers, a number as a float (``degradation.kernel_sizes=7`` is then refused
+    naming the key when the config composes)."""
+    if not isinstance(f.default, tuple):
+        return f.name, float, field(default=f.default)
+    kind = list[int] if all(isinstance(v, int) for v in f.default) else list[float]
+    return f.name, kind, field(default_factory=lambda d=f.default: list(d))
 
 
 # ``degradation=realesrgan``: the fields of Params, typed; the ranges are Params' own checks.
 RealESRGANConfig = dataclasses.make_dataclass(
-    "RealESRGANConfig",
-    [
-        (f.name, _typed(f.default), field(default_factory=lambda d=f.default: list(d)))
-        if isinstance(f.default, tuple)
-        else (f.name, _typed(f.default), field(default=f.default))
-        for f in dataclasses.fields(Params)
-    ],
-    bases=(DegradationConfig,),
+    "RealESRGANConfig", [_typed(f) for f in dataclasses.fields(Params)], bases=(DegradationConfig,)
 )
 
 # The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
@@ -543,7 +543,10 @@ def config_tables() -> str:
         ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
-        *(("model", schema, f"`_target_: {target}`") for target, schema in MODEL_SCHEMAS.items()),
+        *(
+            ("model", schema, f"`{target}`; each conf/model/ option sets its own values")
+            for target, schema in MODEL_SCHEMAS.items()
+        ),
         ("degradation", Params, "`degradation=realesrgan` only"),
         ("", Config, ""),
     ]
@@ -559,8 +562,10 @@ def config_tables() -> str:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             scope_note = f" ({scope})" if scope and scope != "every mode" else ""
             meaning = docs.get(f.name, "").replace("|", "\\|")
-            if "choices" in f.metadata:
+            if f.metadata.get("choices"):
                 meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
+            elif "nullable" in f.metadata and bounds_text(f.metadata):
+                meaning = f"{meaning} ({bounds_text(f.metadata)})"
             lines.append(f"| `{key}` | {show_default(default)} | {meaning}{scope_note} |")
     return "\n".join(lines) + "\n"
 

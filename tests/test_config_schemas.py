@@ -161,5 +161,7 @@ def test_more_images_held_out_than_there_are_is_a_config_error(tmp_path):
         "data=generator", f"data.hr_dir={tmp_path / 'hr'}", "data.val_dir=null",
         "data.val_holdout=10", "data.patch_size=32",
     )  # fmt: skip
-    with pytest.raises(ConfigError, match=r"data.hr_dir has 5 image\(s\), and data.val_holdout=10"):
+    with pytest.raises(
+        ConfigError, match=r"data.hr_dir has 5 image\(s\), and data.val_holdout=10"
+    ):
         build_source(cfg).prepare()

@@ -90,6 +90,22 @@ def value_error(value: Any, meta: dict) -> str | None:
     return meta["check"](value) if meta["check"] else None
 
 
+def bounds_text(meta: dict) -> str:
+    """The bounds ``meta`` of :func:`bounded` in words for docs/config.md (``an integer >= 1``,
+    ``2 integers >= 1``), or ``""`` for a key with none."""
+    low, high = meta["minimum"], meta["maximum"]
+    parts = [f"{'>' if meta['above'] else '>='} {low}"] if low is not None else []
+    parts += [f"<= {high}"] if high is not None else []
+    if not parts and not meta["integer"]:
+        return ""
+    kind = "integer" if meta["integer"] else "number"
+    if meta["length"]:
+        text = f"{meta['length']} {kind}s {' and '.join(parts)}"
+    else:
+        text = f"{'an' if meta['integer'] else 'a'} {kind} {' and '.join(parts)}"
+    return f"{text.strip()}{', or null' if meta['nullable'] else ''}"
+
+
 def check_node(node, schema, prefix: str) -> None:
     """Check every field of ``schema`` declared with :func:`bounded` in ``node`` (a mapping of
     plain values: interpolations resolved).

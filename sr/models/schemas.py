@@ -44,8 +44,8 @@ class ModelConfig:
 class ESPCNConfig(ModelConfig):
     """Keys of ``sr.models.build_espcn`` (``model=espcn``)."""
 
-    features: list[int] = _features([64, 32])  # filters of the first two convolutions (>= 1)
-    activation: str = bounded("tanh", check=_activation)  # between convolutions (Keras name)
+    features: list[int] = _features([64, 32])  # filters of the first two convolutions
+    activation: str = bounded("tanh", check=_activation)  # between convolutions (Keras)
 
 
 @dataclass
@@ -74,7 +74,8 @@ class RLFNConfig(ModelConfig):
     """Keys of ``sr.models.build_rlfn`` (``model=rlfn``)."""
 
     features: int = bounded(52, minimum=1, integer=True)  # channels between blocks
-    mid_features: int | None = bounded(None, minimum=1, integer=True)  # inside a block (null)
+    # channels in a block's first two convolutions (null: features)
+    mid_features: int | None = bounded(None, minimum=1, integer=True)
     blocks: int = bounded(6, minimum=1, integer=True)  # residual local feature blocks
     esa_channels: int = bounded(16, minimum=1, integer=True)  # channels of the attention (ESA)
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
