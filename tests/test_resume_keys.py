@@ -35,8 +35,9 @@ def y_run(tmp_path_factory):
 
 
 def _refused(compose, run_dir, *overrides) -> str:
+    base = ("model=espcn",) if "model=edsr_lite" in overrides else TINY  # EDSR: int features
     with pytest.raises(RunDirError) as info:
-        check_resume(compose(*TINY, "data.scale=4", f"resume={run_dir}", *overrides))
+        check_resume(compose(*base, "data.scale=4", f"resume={run_dir}", *overrides))
     return str(info.value)
 
 
@@ -48,11 +49,15 @@ def _refused(compose, run_dir, *overrides) -> str:
             ("degradation=realesrgan",),
             [
                 "degradation._target_: 'sr.core.degrade.Bicubic' -> "
-                "'sr.core.realesrgan.RealESRGAN'",
-                "degradation.kernel_sizes: '<absent>' -> [7, 9, 11",
+                "'sr.core.realesrgan.RealESRGAN'. Resume with the run's values",
             ],
         ),
         (("loss=charbonnier",), ["loss._target_: 'sr.train.losses.L1' -> 'sr.train.losses."]),
+        (("loss=charbonnier",), ["Charbonnier'. Resume"]),  # not loss.eps: the option's key
+        (
+            ("model=edsr_lite",),
+            ["model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'. "],
+        ),
         (
             ("optimizer=adamw",),
             ["optimizer._target_: 'sr.train.optimizers.Adam' -> 'sr.train.optimizers.AdamW'"],

@@ -196,7 +196,8 @@ def config_differences(
     saved: DictConfig, cfg: DictConfig, keys=RUN_KEYS
 ) -> dict[str, tuple[Any, Any]]:
     """The leaves of ``keys`` whose values differ between a run's ``saved`` config and ``cfg``:
-    ``{key: (run's value, new value)}``, :data:`ABSENT` for a key on one side only. A key the
+    ``{key: (run's value, new value)}``, :data:`ABSENT` for a key on one side only; of a group
+    whose option (``_target_``) differs, only ``<group>._target_``. A key the
     saved config lacks (a run saved before it existed) has its :data:`RUN_KEY_DEFAULTS` value,
     and a whole group it lacks (``loss``, ``optimizer``) is not compared."""
     differ = {}
@@ -204,12 +205,15 @@ def config_differences(
         run, new = _leaves(saved, key), _leaves(cfg, key)
         if run == {key: ABSENT} and key not in ("data.channels", "degradation", "discriminator"):
             continue  # a group the run predates
+        found = {}
         for leaf in sorted(set(run) | set(new)):
             old = run.get(leaf, ABSENT)
             if old == ABSENT:
                 old = RUN_KEY_DEFAULTS.get(leaf, ABSENT)
             if old != new.get(leaf, ABSENT):
-                differ[leaf] = (old, new.get(leaf, ABSENT))
+                found[leaf] = (old, new.get(leaf, ABSENT))
+        target = f"{key}._target_"  # another option of the group: its keys are another's too
+        differ.update({target: found[target]} if target in found else found)
     return differ
 
 
