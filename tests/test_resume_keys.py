@@ -15,7 +15,6 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 import sr.config
-from sr.config import ConfigError
 from sr.train.app import run
 from sr.train.checkpoint import (
     RunDirError,
@@ -158,7 +157,7 @@ def test_init_from_a_run_of_another_model_is_refused_naming_the_keys(y_run, comp
         f"data.hr_dir={tmp_path / 'never-read'}", "data.val_dir=null",
         f"train.init_from={y_run}",
     )  # fmt: skip
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(RunDirError) as info:
         run(cfg, tmp_path / "new")
     message = str(info.value)
     assert message.startswith(f"train.init_from={y_run}: its weights do not fit this model (")

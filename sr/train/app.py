@@ -14,9 +14,9 @@ from sr.config import ConfigError, build_source, validate
 from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model, find_checkpoint, load_model_from_run, load_run_config
+from sr.train.checkpoint import build_model, load_model_from_run
 from sr.train.loop import Trainer, setup_precision
-from sr.train.rundir import ARCHITECTURE_KEYS, check_resume, config_differences
+from sr.train.rundir import check_init_from, check_resume
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +29,10 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     in seconds.
 
     Raises:
-        ConfigError: for a config value out of range (names the key), or a
-            ``train.init_from`` run of another model.
+        ConfigError: for a config value out of range (names the key).
         RunDirError: for ``resume=`` or ``train.init_from`` naming a run that cannot be used
-            (no checkpoint, no config, or a key of ``sr.train.rundir.RUN_KEYS`` changed).
+            (no checkpoint, no config, a key of ``sr.train.rundir.RUN_KEYS`` changed, or for
+            ``train.init_from`` a run of another model, scale or channels).
         ImageFolderError: for a missing or empty image folder, or an unreadable or too small
             validation image (names the file).
         FileNotFoundError: for ``resume=`` pointing at a run without checkpoints.
@@ -77,25 +77,6 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     if cfg.resume:
         trainer.restore()
     return trainer.fit()
-
-
-def check_init_from(cfg: DictConfig) -> None:
-    """Check, before any work, that the run of ``train.init_from`` has a checkpoint and the
-    model, ``data.scale`` and ``data.channels`` of ``cfg`` (its weights then fit the model).
-
-    Raises:
-        RunDirError: if the run has no config or no checkpoint (naming it).
-        ConfigError: naming each differing key, ``run's value -> new value``.
-    """
-    run_dir = Path(cfg.train.init_from)
-    differ = config_differences(load_run_config(run_dir), cfg, ARCHITECTURE_KEYS)
-    if differ:
-        lines = "; ".join(f"{key}: {run!r} -> {new!r}" for key, (run, new) in differ.items())
-        raise ConfigError(
-            f"train.init_from={run_dir}: its weights do not fit this model ({lines}); start from "
-            "a run of the same model, data.scale and data.channels, or drop train.init_from"
-        )
-    find_checkpoint(run_dir)
 
 
 def check_model_input(model: keras.Model, cfg: DictConfig, frames: int) -> None:

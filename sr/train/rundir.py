@@ -9,6 +9,8 @@ into the directory:
 - the directory is held by another run (``<run>/.lock``, ``fcntl.flock``: a crashed or killed
   holder releases it with its process, so a stale lock file never blocks);
 - a new run (no ``resume=``) is pointed at a directory that holds another run's checkpoints;
+- ``train.init_from=<run>`` naming a run without a checkpoint, or of another model, scale or
+  channels;
 - ``resume=<run>`` with another value of a key that defines the run (:data:`RUN_KEYS`: the model
   and its hyperparameters, ``data.scale``, ``data.channels``, the degradation, the loss, the
   optimizer's type) than the run's ``.hydra/config.yaml``, or which has no checkpoint.
@@ -60,7 +62,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from sr.core.lock import FileLock, LockBusy
-from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, load_run_config
+from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, find_checkpoint, load_run_config
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2
@@ -250,6 +252,25 @@ def check_resume(cfg: DictConfig) -> None:
         )
 
 
+def check_init_from(cfg: DictConfig) -> None:
+    """Check, before any work, that the run of ``train.init_from`` has a checkpoint and the
+    model, ``data.scale`` and ``data.channels`` of ``cfg`` (its weights then fit the model).
+
+    Raises:
+        RunDirError: if the run has no config or no checkpoint (naming it), or naming each
+            differing key, ``run's value -> new value``.
+    """
+    run_dir = Path(cfg.train.init_from)
+    differ = config_differences(load_run_config(run_dir), cfg, ARCHITECTURE_KEYS)
+    if differ:
+        lines = "; ".join(f"{key}: {run!r} -> {new!r}" for key, (run, new) in differ.items())
+        raise RunDirError(
+            f"train.init_from={run_dir}: its weights do not fit this model ({lines}); start from "
+            "a run of the same model, data.scale and data.channels, or drop train.init_from"
+        )
+    find_checkpoint(run_dir)
+
+
 def check_new_run(
     cfg: DictConfig, run_dir: str | Path, sweep_dir: str | Path | None = None
 ) -> None:
@@ -297,6 +318,8 @@ def claim(cfg: DictConfig, run_dir: str | Path, sweep_dir: str | Path | None = N
     check_new_run(cfg, run_dir, sweep_dir)
     if cfg.get("resume"):
         check_resume(cfg)
+    elif OmegaConf.select(cfg, "train.init_from"):
+        check_init_from(cfg)
     return lock.acquire()
 
 
