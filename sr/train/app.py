@@ -41,8 +41,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
         ValidationError: a validation image failed mid-run, after the step was saved.
     """
     validate(cfg)  # every key by its schema, before any data work or model
-    if cfg.resume:
-        check_resume(cfg)  # as train.py's run-directory callback does before Hydra writes
+    if cfg.resume and (Path(cfg.resume) / ".hydra" / "config.yaml").is_file():
+        check_resume(cfg)  # as train.py's callback did (which refuses a run without a config)
     elif cfg.train.get("init_from"):
         check_init_from(cfg)
     run_dir = Path(run_dir)
