@@ -98,7 +98,6 @@ def test_every_group_option_has_keys_to_draw():
 @settings(
     max_examples=30,
     deadline=None,
-    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
