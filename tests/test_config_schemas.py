@@ -7,6 +7,7 @@ builder's own refusal, more images held out than there are."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_every_group_option_has_keys_to_draw():
 
 
 @settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -164,3 +165,35 @@ def test_more_images_held_out_than_there_are_is_a_config_error(tmp_path):
         ConfigError, match=r"data.hr_dir has 5 image\(s\), and data.val_holdout=10"
     ):
         build_source(cfg).prepare()
+
+
+def _train_script():
+    """``train.py`` imported as a module (its ``__main__`` block does not run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "train_script", sr.config.PROJECT_ROOT / "train.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["model=rlfn", "model.blocks=-1"], "model.blocks must be an integer >= 1, got -1"),
+        (["model=foo", "hydra.run.dir=x"], "the model group has no option 'foo'"),
+        (["-m", "model=espcn,foo"], "the model group has no option 'foo'"),  # a sweep's too
+        (["train.steps=abc"], "(key train.steps of TrainConfig)"),
+    ],
+)
+def test_train_py_refuses_a_bad_command_line_before_hydra_writes(argv, message):
+    """What train.py's ``__main__`` checks before Hydra creates the run directory: a ConfigError,
+    printed as ``error: ...`` with exit code 2 (``EXIT_BAD_INPUT``)."""
+    script = _train_script()
+    assert script.EXIT_BAD_INPUT == 2
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        script.check_command_line(argv)
+    script.check_command_line(["-m", "train.lr=1e-3,2e-3"])  # a good sweep: Hydra's to run
+    script.check_command_line(["model=rlfn", "model.blocks=2", "hydra.run.dir=x"])
