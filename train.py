@@ -4,11 +4,13 @@ See docs/config.md for the config groups and common overrides.
 
 Exit codes:
 - 0: done;
-- 1: the overrides do not compose (Hydra's message names the unknown option or key, or the type);
+- 1: an unexpected error (a traceback), or a ``--multirun`` whose overrides do not compose;
 - 2: a config value, data folder, validation image or ``resume=`` path at fault (the message
-  names it; a validation image failing mid-run is reported after the step is saved), or a key
-  that moved into a config group (``train.loss=``: ``loss=charbonnier``; ``train.beta_1=``:
-  ``optimizer.beta_1=``);
+  names it; a validation image failing mid-run is reported after the step is saved): an option
+  a group does not have (``model=foo``: the group's options listed), an unknown key, a value of
+  the wrong type or out of range (each key checked by its schema before any work), a key that
+  moved into a config group (``train.loss=``: ``loss=charbonnier``), a resume that changes a key
+  defining the run (``sr.train.rundir.RUN_KEYS``: use ``train.init_from=RUN``);
 - 3: the loss or the weights became NaN or infinite (nothing non-finite is saved; the message
   names the step, its learning rate and the last good checkpoint to resume from);
 - 4: the run diverged once more after ``train.guard_max_rollbacks`` rollbacks of the divergence
@@ -29,10 +31,11 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from sr.config import ConfigError, check_overrides  # noqa: E402  (registers the schemas)
+from sr.config import ConfigError, check_overrides, load  # noqa: E402  (registers the schemas)
 from sr.core.images import ImageFolderError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
+from sr.train.checkpoint import RunDirError  # noqa: E402
 from sr.train.distribute import ClusterTimeoutError  # noqa: E402
 from sr.train.guard import DivergenceError  # noqa: E402
 from sr.train.saving import NonFiniteError  # noqa: E402
@@ -52,7 +55,7 @@ def main(cfg: DictConfig) -> float | None:
     log.info("run directory %s\n%s", run_dir, describe(cfg))
     try:
         final = run(cfg, run_dir)
-    except (ConfigError, ImageFolderError, ServiceError, FileNotFoundError) as e:
+    except (ConfigError, RunDirError, ImageFolderError, ServiceError, FileNotFoundError) as e:
         log.error("%s", e)
         sys.exit(EXIT_BAD_INPUT)
     except NonFiniteError as e:
@@ -69,9 +72,28 @@ def main(cfg: DictConfig) -> float | None:
     return final.get("val/psnr")
 
 
+def check_command_line(argv: list[str]) -> None:
+    """Refuse a bad command line before Hydra creates the run directory: a key that moved or an
+    option a group does not have; for a single run (no flag such as ``-m``) also a wrong type,
+    an unknown key or a value out of range (``sr.config.load``; ``run`` checks them again).
+
+    Raises:
+        ConfigError: naming the key (or the group and its options).
+    """
+    check_overrides(argv)
+    if any(arg.startswith("-") for arg in argv):  # --multirun, --cfg, --help: Hydra's own
+        return
+    try:
+        load(*argv)
+    except ConfigError:
+        raise
+    except Exception:  # what only Hydra's run can compose (${hydra:...}): checked by run()
+        pass
+
+
 if __name__ == "__main__":
-    try:  # before Hydra, whose message for a key it does not know would not say where it went
-        check_overrides(sys.argv[1:])
+    try:  # before Hydra, whose messages do not name the key and its allowed values
+        check_command_line(sys.argv[1:])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)

@@ -13,23 +13,29 @@ of the ``sr`` package), so that default paths work from any working directory.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.errors import InstantiationException
+from hydra.errors import ConfigCompositionException, InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
-from sr.core.realesrgan import Options, Params
+from sr.core.realesrgan import Options, Params, schema_fields
+from sr.core.schema import (
+    bounds_text,
+    check_node,
+    composition_error,
+    field_docs,
+    show_default,
+)
 from sr.data import SOURCES, PatchSource
 from sr.data.source import DataConfig
+from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +73,10 @@ class TrainConfig:
     # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
     # beside them; evaluate/upscale/export use it when present (--weights live for the others)
     ema: float | None = None
+    # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
+    # train.ema averages where it has them) with a fresh step, optimizer and data position; its
+    # model, data.scale and data.channels must be this run's (not resume=, which continues it)
+    init_from: str | None = None
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = choice("stop", ("stop", "skip"))
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
@@ -138,9 +148,28 @@ class AdamWConfig(AdamConfig):
     weight_decay: float = 0.004  # decoupled weight decay per step, times the lr (Keras's default)
 
 
-# The schemas of the ``loss`` and ``optimizer`` groups (each option's defaults list names one).
+@dataclass
+class DegradationConfig:
+    """Keys of every option of the ``degradation`` group (``degradation=bicubic`` has no other)."""
+
+    _target_: str = MISSING
+
+
+# ``degradation=realesrgan``: its keys, typed (sr.core.realesrgan.schema_fields); the ranges are
+# its own checks.
+RealESRGANConfig = dataclasses.make_dataclass(
+    "RealESRGANConfig", schema_fields(), bases=(DegradationConfig,)
+)
+
+# The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
+# defaults list names one).
 LOSS_SCHEMAS = {"base_loss": LossConfig, "base_charbonnier": CharbonnierConfig}
 OPTIMIZER_SCHEMAS = {"base_adam": AdamConfig, "base_adamw": AdamWConfig}
+MODEL_GROUP_SCHEMAS = {
+    f"base_{target.removeprefix('sr.models.build_')}": schema
+    for target, schema in MODEL_SCHEMAS.items()
+}
+DEGRADATION_SCHEMAS = {"base_degradation": DegradationConfig, "base_realesrgan": RealESRGANConfig}
 
 # Keys that moved into a config group: an override naming one is refused with the new name.
 MOVED_KEYS = {
@@ -151,17 +180,38 @@ MOVED_KEYS = {
 }
 
 
+GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation")  # the root's groups
+
+
+def group_choices(group: str) -> list[str]:
+    """The options of a config group: the names of ``conf/<group>/*.yaml``."""
+    return sorted(p.stem for p in (PROJECT_ROOT / "conf" / group).glob("*.yaml"))
+
+
 def check_overrides(overrides) -> None:
-    """Refuse an override of a key that moved (:data:`MOVED_KEYS`), naming where it went.
+    """Refuse an override of a key that moved (:data:`MOVED_KEYS`), naming where it went, and an
+    option that its config group does not have (``model=foo``), listing the group's options.
 
     Raises:
         ConfigError: for ``train.loss=...``, ``train.beta_1=...`` or ``train.beta_2=...``
-            (also with ``+``, ``++`` or ``~``).
+            (also with ``+``, ``++`` or ``~``); for ``<group>=<option>`` (a sweep's options too)
+            without ``conf/<group>/<option>.yaml``.
     """
     for override in overrides:
-        key = str(override).lstrip("+~").split("=", 1)[0].strip()
+        text = str(override)
+        key, _, value = text.lstrip("+~").partition("=")
+        key = key.strip()
         if key in MOVED_KEYS:
             raise ConfigError(f"{key} is no longer a key: {MOVED_KEYS[key]}")
+        if key not in (*GROUPS, "experiment") or not value or text.startswith("~") or "(" in value:
+            continue
+        choices = group_choices(key)
+        for option in (v.strip() for v in value.split(",")):  # a sweep: model=espcn,rlfn
+            if option not in choices and not (key == "experiment" and option == "null"):
+                raise ConfigError(
+                    f"{key}={option}: the {key} group has no option {option!r}; choose one of "
+                    f"{', '.join(choices)} (conf/{key}/)"
+                )
 
 
 def validate_train(cfg: DictConfig) -> None:
@@ -205,6 +255,7 @@ def validate_train(cfg: DictConfig) -> None:
             f"got {ema!r}"
         )
     _number(t, "train", "logical_cpus", 0, integer=True)
+    _number(t, "train", "cluster_timeout_minutes", 0, integer=False, above=True)
     _check_guard(t)
     _check_devices(t)
     _check_groups(cfg)
@@ -284,6 +335,39 @@ def _check_groups(cfg: DictConfig) -> None:
         _number(loss, "loss", "eps", 0, integer=False, above=True)
 
 
+def validate(cfg: DictConfig) -> None:
+    """Check every value of the composed config that its schema's types cannot, before any data
+    or model work: the ``train``, ``loss`` and ``optimizer`` keys (:func:`validate_train`) and
+    the model's hyperparameters (the bounds of its schema, ``sr.models.schemas``). The ``data``
+    and ``degradation`` values are checked by :func:`build_source`, which reads no file.
+
+    Raises:
+        ConfigError: for the first value out of range, naming the key, the allowed values and
+            the value given (``model.blocks must be an integer >= 1, got -1``).
+    """
+    validate_train(cfg)
+    schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
+    if schema is not None:  # a builder of one's own checks its own arguments
+        check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+
+
+def load(*overrides: str) -> DictConfig:
+    """The config of ``python train.py <overrides>`` with every key checked by its schema: what
+    ``train.py`` refuses (exit code 2) before any work, the data values aside
+    (:func:`build_source`).
+
+    Raises:
+        ConfigError: for an option a group does not have, a key that moved, a wrong type or
+            unknown key (:func:`composition_error`), or a value out of range (:func:`validate`).
+    """
+    try:
+        cfg = compose(*overrides)
+    except ConfigCompositionException as e:
+        raise composition_error(e) from e
+    validate(cfg)
+    return cfg
+
+
 @dataclass
 class Config:
     """The root of the config (``conf/config.yaml``)."""
@@ -321,7 +405,12 @@ def register() -> None:
     for name, node in DATA_SCHEMAS.items():
         cs.store(group="data", name=name, node=node)
     cs.store(group="train", name="base_train", node=TrainConfig)
-    for group, schemas in (("loss", LOSS_SCHEMAS), ("optimizer", OPTIMIZER_SCHEMAS)):
+    for group, schemas in (
+        ("loss", LOSS_SCHEMAS),
+        ("optimizer", OPTIMIZER_SCHEMAS),
+        ("model", MODEL_GROUP_SCHEMAS),
+        ("degradation", DEGRADATION_SCHEMAS),
+    ):
         for name, node in schemas.items():
             cs.store(group=group, name=name, node=node)
 
@@ -406,47 +495,15 @@ def degradation_named(name: str, *overrides: str):
     Raises:
         ConfigError: for an unknown name (listing the choices) or a bad key.
     """
-    choices = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "degradation").glob("*.yaml"))
+    choices = group_choices("degradation")
     if name not in choices:
         raise ConfigError(f"unknown degradation {name!r}: choose one of {', '.join(choices)}")
-    return build_degradation(compose(f"degradation={name}", *overrides))
+    return build_degradation(load(f"degradation={name}", *overrides))
 
 
 # ------------------------------------------------------------------------------------------------
 # docs/config.md's tables, generated from the schemas and conf/ (``python -m sr.config --write``)
 # ------------------------------------------------------------------------------------------------
-_FIELD = re.compile(r"^    (\w+): [^=]+= (.+?)(?:\s+#\s*(?:type: ignore\[\w+\]\s*#\s*)?(.*))?$")
-
-
-def _field_docs(schema) -> dict[str, str]:
-    """Each field's documentation in a schema's source: its trailing comment, else the comment
-    lines just above it (base classes first)."""
-    docs: dict[str, str] = {}
-    for cls in reversed(schema.__mro__):
-        if not dataclasses.is_dataclass(cls):
-            continue
-        above: list[str] = []
-        for line in inspect.getsource(cls).splitlines():
-            stripped = line.strip()
-            if stripped.startswith("#"):
-                above.append(stripped.lstrip("# "))
-                continue
-            m = _FIELD.match(line)
-            if m and m.group(1) != "_target_":
-                docs[m.group(1)] = (m.group(3) or " ".join(above)).strip()
-            above = []
-    return docs
-
-
-def _show(value) -> str:
-    if value is None:
-        return "`null`"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    text = str(value).replace("${sr_root:}/", "")
-    return "the root `seed`" if text == "${seed}" else f"`{text}`"
-
-
 def _yaml_summary(path: Path) -> str:
     """The first sentence of a YAML's leading comment (up to a line ending in ``.`` or ``:``)."""
     words = []
@@ -459,9 +516,6 @@ def _yaml_summary(path: Path) -> str:
         if words[-1].endswith((".", ":")):
             break
     return " ".join(words).rstrip(":")
-
-
-GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation")  # the root's groups
 
 
 def config_tables() -> str:
@@ -488,24 +542,31 @@ def config_tables() -> str:
         ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
+        *(
+            ("model", schema, f"`{target}`; each conf/model/ option sets its own values")
+            for target, schema in MODEL_SCHEMAS.items()
+        ),
         ("degradation", Params, "`degradation=realesrgan` only"),
         ("degradation", Options, "`degradation=realesrgan` only"),
         ("", Config, ""),
     ]
     seen: set[str] = set()
     for prefix, schema, scope in sections:
-        docs = _field_docs(schema)
+        docs = field_docs(schema)
         for f in dataclasses.fields(schema):
             key = f"{prefix}.{f.name}" if prefix else f.name
-            if f.name == "_target_" or key in seen or f.name in GROUPS:
+            own = prefix == "model" and f.name in schema.__annotations__  # per builder
+            if f.name == "_target_" or (key in seen and not own) or f.name in GROUPS:
                 continue
             seen.add(key)
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             scope_note = f" ({scope})" if scope and scope != "every mode" else ""
             meaning = docs.get(f.name, "").replace("|", "\\|")
-            if "choices" in f.metadata:
+            if f.metadata.get("choices"):
                 meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
-            lines.append(f"| `{key}` | {_show(default)} | {meaning}{scope_note} |")
+            elif "nullable" in f.metadata and bounds_text(f.metadata):
+                meaning = f"{meaning} ({bounds_text(f.metadata)})"
+            lines.append(f"| `{key}` | {show_default(default)} | {meaning}{scope_note} |")
     return "\n".join(lines) + "\n"
 
 

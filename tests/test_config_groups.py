@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import sr.config
-from sr.config import ConfigError, validate_train
+from sr.config import ConfigError, validate
 from sr.train.losses import Loss
 from sr.train.optimizers import OptimizerChoice
 from tests.conftest import ROOT
@@ -66,7 +66,7 @@ def hydra_conf():
 def check(cfg, overrides) -> None:
     """The composed config validates, names classes that exist, and its loss and optimizer
     instantiate as the options chosen."""
-    validate_train(cfg)
+    validate(cfg)  # every group's schema, the model's bounds included
     assert hydra.utils.get_class(cfg.data._target_).schema  # a source with its schema
     assert callable(hydra.utils.get_method(cfg.model._target_))
     loss = hydra.utils.instantiate(cfg.loss)

@@ -209,7 +209,7 @@ def test_degradation_config_is_checked_with_the_key_named():
     for key, value, why in (
         ("device", "gpu", "give one of input, accelerator"),
         ("jpeg", "pillow", "give one of auto, libjpeg, tensorflow"),
-        ("gt_usm", "2", "give true or false"),
+        ("gt_usm", "maybe", "not a valid bool"),  # refused by the schema when it composes
     ):
         with pytest.raises(ConfigError, match=f"degradation.{key}=.*{why}"):
             degradation_named("realesrgan", f"degradation.{key}={value}")

@@ -156,9 +156,10 @@ def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(folders,
     before = snapshot(trained)
     code, out = train(folders, f"resume={trained}", "model=edsr_lite")
     assert code == 2, out
-    assert f"resume={trained}: this config cannot restore the run's checkpoint" in out
-    assert "model._target_: run 'sr.models.build_espcn', now 'sr.models.build_edsr'" in out
-    assert "model.features" in out and "model.blocks" in out
+    assert f"resume={trained}: a resume continues the run as it was defined" in out
+    assert "model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'" in out
+    assert "model.blocks" not in out  # the builder's keys: another option's
+    assert f"train.init_from={trained}" in out
     assert "parameters" not in out  # refused before any model was built
     assert snapshot(trained) == before  # nothing written: config, logs, lock all unchanged
     assert config.read_bytes() == before[".hydra/config.yaml"]

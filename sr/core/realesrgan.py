@@ -179,6 +179,23 @@ class Options:
     jpeg: str = field(default="auto", metadata={"choices": JPEGS})
 
 
+def schema_fields() -> list[tuple]:
+    """The keys of ``degradation=realesrgan`` for its config schema (``sr.config``), the fields of
+    :class:`Params` and :class:`Options` typed: a tuple default as a list of integers or of
+    numbers, a number as a float, flags and choices as themselves (``degradation.kernel_sizes=7``
+    is then refused naming the key when the config composes)."""
+    out = []
+    for f in (*fields(Params), *fields(Options)):
+        if isinstance(f.default, bool | str):
+            out.append((f.name, type(f.default), field(default=f.default)))
+        elif isinstance(f.default, tuple):
+            kind = list[int] if all(isinstance(v, int) for v in f.default) else list[float]
+            out.append((f.name, kind, field(default_factory=lambda d=f.default: list(d))))
+        else:
+            out.append((f.name, float, field(default=f.default)))
+    return out
+
+
 def _check_options(o: Options) -> None:
     """Raise ConfigError naming ``degradation.<key>`` for a bad option."""
     if not isinstance(o.gt_usm, bool):

@@ -35,6 +35,7 @@ from omegaconf import MISSING
 from PIL import Image
 
 from sr.core.degrade import Bicubic, crop_margin, flip_batch, min_hr_size
+from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.core.realesrgan import image_seed
 from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
@@ -80,11 +81,11 @@ def holdout(files: list[Path], count: int, key: str) -> list[Path]:
     held-out set from all over it; the same files for the same folder on every machine.
 
     Raises:
-        ValueError: if there are not more than ``count`` files, naming ``key``.
+        ConfigError: if there are not more than ``count`` files, naming ``key``.
     """
     n = len(files)
     if n <= count:
-        raise ValueError(
+        raise ConfigError(
             f"{key} has {n} image(s), and data.val_holdout={count} would hold out all of them: "
             f"hold out fewer (at most {n - 1}), or set data.val_dir to a folder of its own"
         )

@@ -10,12 +10,13 @@ import keras
 import tensorflow as tf
 from omegaconf import DictConfig, OmegaConf
 
-from sr.config import ConfigError, build_source, validate_train
+from sr.config import ConfigError, build_source, validate
 from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model
+from sr.train.checkpoint import build_model, load_model_from_run
 from sr.train.loop import Trainer, setup_precision
+from sr.train.rundir import check_init_from, check_resume
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
 
     Raises:
         ConfigError: for a config value out of range (names the key).
+        RunDirError: for ``resume=`` or ``train.init_from`` naming a run that cannot be used
+            (no checkpoint, no config, a key of ``sr.train.rundir.RUN_KEYS`` changed, or for
+            ``train.init_from`` a run of another model, scale or channels).
         ImageFolderError: for a missing or empty image folder, or an unreadable or too small
             validation image (names the file).
         FileNotFoundError: for ``resume=`` pointing at a run without checkpoints.
@@ -36,7 +40,11 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
             non-finite saved.
         ValidationError: a validation image failed mid-run, after the step was saved.
     """
-    validate_train(cfg)  # before any data work or model
+    validate(cfg)  # every key by its schema, before any data work or model
+    if cfg.resume and (Path(cfg.resume) / ".hydra" / "config.yaml").is_file():
+        check_resume(cfg)  # as train.py's callback did (which refuses a run without a config)
+    elif cfg.train.get("init_from"):
+        check_init_from(cfg)
     run_dir = Path(run_dir)
     strategy = distribute.setup(cfg.train)  # first: multi-worker needs it before any op
     log.info("strategy: %s", distribute.describe(strategy))
@@ -50,8 +58,17 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     loader.prepare()  # checks the training and validation folders, builds shards
     loader.check_pipelines(distribute.input_pipelines(strategy))
     mixed = setup_precision(cfg.train.mixed_precision)
+    start = None
+    if cfg.train.get("init_from") and not cfg.resume:
+        start = load_model_from_run(cfg.train.init_from)[0]  # best, its averages where saved
     with strategy.scope():
         model = build_model(cfg)
+        if start is not None:
+            model.set_weights(start.get_weights())
+            log.info(
+                "train.init_from=%s: the %s weights of its %s; a fresh step, optimizer and data "
+                "position", cfg.train.init_from, start.sr_weights, start.sr_checkpoint,
+            )  # fmt: skip
     trained, deployed = model.count_params(), parameters(model)
     extra = f" ({deployed} as deployed, re-parameterised)" if deployed != trained else ""
     log.info("model %s: %d parameters%s", model.name, trained, extra)

@@ -22,7 +22,10 @@ from pathlib import Path
 import hydra
 import keras
 import tensorflow as tf
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
+
+from sr.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -236,9 +239,18 @@ def checkpoint_label(run_dir, path: str) -> str:
 def build_model(cfg: DictConfig) -> keras.Model:
     """Instantiate ``cfg.model`` (a builder with ``_target_``) at ``cfg.data.scale``, with the
     channels of ``cfg.data.channels`` (1 for ``y``, 3 for ``rgb``; runs saved before the key
-    existed are Y)."""
+    existed are Y).
+
+    Raises:
+        ConfigError: for a value the builder refuses (its ValueError), naming the builder.
+    """
     channels = 3 if cfg.data.get("channels", "y") == "rgb" else 1
-    return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale, channels=channels)
+    try:
+        return hydra.utils.instantiate(cfg.model, scale=cfg.data.scale, channels=channels)
+    except InstantiationException as e:  # a builder's refusal of a config value: exit code 2
+        if isinstance(e.__cause__, ValueError):
+            raise ConfigError(f"model ({cfg.model._target_}): {e.__cause__}") from e
+        raise
 
 
 WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of :func:`load_model_from_run`

@@ -9,8 +9,11 @@ into the directory:
 - the directory is held by another run (``<run>/.lock``, ``fcntl.flock``: a crashed or killed
   holder releases it with its process, so a stale lock file never blocks);
 - a new run (no ``resume=``) is pointed at a directory that holds another run's checkpoints;
-- ``resume=<run>`` whose ``model`` or ``data.scale`` differ from the run's ``.hydra/config.yaml``
-  (its checkpoint could not be restored), or which has no checkpoint.
+- ``train.init_from=<run>`` naming a run without a checkpoint, or of another model, scale or
+  channels;
+- ``resume=<run>`` with another value of a key that defines the run (:data:`RUN_KEYS`: the model
+  and its hyperparameters, ``data.scale``, ``data.channels``, the degradation, the loss, the
+  optimizer's type) than the run's ``.hydra/config.yaml``, or which has no checkpoint.
 
 The original ``.hydra/config.yaml`` is never overwritten: a resumed run's Hydra files go to
 ``.hydra/resume-<DATE>_<TIME>`` (``hydra.output_subdir``, the ``sr_hydra_subdir`` resolver of
@@ -59,7 +62,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from sr.core.lock import FileLock, LockBusy
-from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, load_run_config
+from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, find_checkpoint, load_run_config
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2
@@ -150,14 +153,36 @@ def describe_holder(record: dict) -> str:
         return "a process that has not recorded itself yet"
 
 
-def _plain(node: Any) -> Any:
-    """A config node as plain Python, interpolations resolved where they can be."""
-    if not isinstance(node, DictConfig):
-        return node
-    try:
-        return OmegaConf.to_container(node, resolve=True)
-    except Exception:  # an interpolation that does not resolve here: compare as written
-        return OmegaConf.to_container(node, resolve=False)
+# The keys that define a run: its model, its input and output, and its validation. A resume
+# (``resume=RUN``) must give each the value the run has in its .hydra/config.yaml
+# (``sr.train.rundir.check_resume``); ``train.init_from=RUN`` starts a new run from RUN's
+# weights under other values. Every other key may change on a resume (docs/training.md).
+RUN_KEYS = (
+    "model",
+    "data.scale",
+    "data.channels",
+    "degradation",
+    "loss",
+    "optimizer._target_",
+    "discriminator",
+)
+# Of them, the keys that decide the model's variables: train.init_from=RUN needs them equal.
+ARCHITECTURE_KEYS = ("model", "data.scale", "data.channels")
+# The value of a run key in a run saved before the key existed.
+RUN_KEY_DEFAULTS = {"data.channels": "y", "degradation._target_": "sr.core.degrade.Bicubic"}
+ABSENT = "<absent>"
+
+
+def _leaves(cfg: DictConfig, key: str) -> dict[str, Any]:
+    """``{dotted key: plain value}`` of ``key`` in ``cfg``, a node flattened to its leaves,
+    interpolations resolved where they can be."""
+    node = OmegaConf.select(cfg, key, default=ABSENT)
+    if isinstance(node, DictConfig):
+        try:
+            node = OmegaConf.to_container(node, resolve=True)
+        except Exception:  # an interpolation that does not resolve here: compare as written
+            node = OmegaConf.to_container(node, resolve=False)
+    return _flat(node, key)
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:
@@ -169,27 +194,39 @@ def _flat(value: Any, prefix: str) -> dict[str, Any]:
     return {prefix: value}
 
 
-def restore_differences(cfg: DictConfig, saved: DictConfig) -> dict[str, tuple[Any, Any]]:
-    """The keys that decide the checkpoint's variables (``model.*``, ``data.scale``) whose values
-    differ: ``{key: (run's value, new value)}``, ``"<absent>"`` for a key on one side only."""
-    run = {**_flat(_plain(saved.get("model")), "model")}
-    new = {**_flat(_plain(cfg.get("model")), "model")}
-    run["data.scale"] = OmegaConf.select(saved, "data.scale")
-    new["data.scale"] = OmegaConf.select(cfg, "data.scale")
-    absent = "<absent>"
-    return {
-        key: (run.get(key, absent), new.get(key, absent))
-        for key in sorted(set(run) | set(new))
-        if run.get(key, absent) != new.get(key, absent)
-    }
+def config_differences(
+    saved: DictConfig, cfg: DictConfig, keys=RUN_KEYS
+) -> dict[str, tuple[Any, Any]]:
+    """The leaves of ``keys`` whose values differ between a run's ``saved`` config and ``cfg``:
+    ``{key: (run's value, new value)}``, :data:`ABSENT` for a key on one side only; of a group
+    whose option (``_target_``) differs, only ``<group>._target_``. A key the
+    saved config lacks (a run saved before it existed) has its :data:`RUN_KEY_DEFAULTS` value,
+    and a whole group it lacks (``loss``, ``optimizer``) is not compared."""
+    differ = {}
+    for key in keys:
+        run, new = _leaves(saved, key), _leaves(cfg, key)
+        if run == {key: ABSENT} and key not in ("data.channels", "degradation", "discriminator"):
+            continue  # a group the run predates
+        found = {}
+        for leaf in sorted(set(run) | set(new)):
+            old = run.get(leaf, ABSENT)
+            if old == ABSENT:
+                old = RUN_KEY_DEFAULTS.get(leaf, ABSENT)
+            if old != new.get(leaf, ABSENT):
+                found[leaf] = (old, new.get(leaf, ABSENT))
+        target = f"{key}._target_"  # another option of the group: its keys are another's too
+        differ.update({target: found[target]} if target in found else found)
+    return differ
 
 
 def check_resume(cfg: DictConfig) -> None:
     """Check that ``cfg`` can continue the run ``cfg.resume``: it holds a checkpoint and a config,
-    and its ``model`` and ``data.scale`` equal the new config's. Reads only.
+    and every key of :data:`RUN_KEYS` has the run's value. Reads only.
 
     Raises:
-        RunDirError: naming the run, the missing file, or each differing key with both values.
+        RunDirError: naming the run, the missing file, or every differing key as ``run's value
+            -> new value``, with the way to start from the run under the new values
+            (``train.init_from=RUN``).
     """
     run_dir = Path(cfg.resume)
     ckpt_dir = run_dir / CHECKPOINT_DIR
@@ -199,19 +236,39 @@ def check_resume(cfg: DictConfig) -> None:
             " that has saved one (outputs/DATE/TIME)"
         )
     saved = load_run_config(run_dir)
-    differ = restore_differences(cfg, saved)
+    differ = config_differences(saved, cfg)
     if differ:
         overrides = run_dir / ".hydra" / "overrides.yaml"
         started = ""
         if overrides.is_file():
             started = " ".join(str(o) for o in OmegaConf.load(overrides))
-            started = f"; the run was started with: {started or '(no overrides)'}"
-        lines = "; ".join(f"{key}: run {run!r}, now {new!r}" for key, (run, new) in differ.items())
+            started = f" (the run was started with: {started or 'no overrides'})"
+        lines = "; ".join(f"{key}: {run!r} -> {new!r}" for key, (run, new) in differ.items())
         raise RunDirError(
-            f"resume={run_dir}: this config cannot restore the run's checkpoint, its "
-            f"{', '.join(differ)} differ from {run_dir / '.hydra' / 'config.yaml'} ({lines}). "
-            f"Resume with the run's model and scale (the same overrides as the first run{started})"
+            f"resume={run_dir}: a resume continues the run as it was defined, and these keys "
+            f"differ from {run_dir / '.hydra' / 'config.yaml'}: {lines}. Resume with the run's "
+            f"values{started}, or start a new run from its weights under the new ones with "
+            f"train.init_from={run_dir} (weights only: a fresh step, optimizer and data position)"
         )
+
+
+def check_init_from(cfg: DictConfig) -> None:
+    """Check, before any work, that the run of ``train.init_from`` has a checkpoint and the
+    model, ``data.scale`` and ``data.channels`` of ``cfg`` (its weights then fit the model).
+
+    Raises:
+        RunDirError: if the run has no config or no checkpoint (naming it), or naming each
+            differing key, ``run's value -> new value``.
+    """
+    run_dir = Path(cfg.train.init_from)
+    differ = config_differences(load_run_config(run_dir), cfg, ARCHITECTURE_KEYS)
+    if differ:
+        lines = "; ".join(f"{key}: {run!r} -> {new!r}" for key, (run, new) in differ.items())
+        raise RunDirError(
+            f"train.init_from={run_dir}: its weights do not fit this model ({lines}); start from "
+            "a run of the same model, data.scale and data.channels, or drop train.init_from"
+        )
+    find_checkpoint(run_dir)
 
 
 def check_new_run(
@@ -261,6 +318,8 @@ def claim(cfg: DictConfig, run_dir: str | Path, sweep_dir: str | Path | None = N
     check_new_run(cfg, run_dir, sweep_dir)
     if cfg.get("resume"):
         check_resume(cfg)
+    elif OmegaConf.select(cfg, "train.init_from"):
+        check_init_from(cfg)
     return lock.acquire()
 
 

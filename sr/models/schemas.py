@@ -1,0 +1,111 @@
+"""The keys of each model builder (the ``model`` group's schemas), with their allowed values.
+
+``conf/model/<name>.yaml`` extends one of them through its defaults list (``- base_edsr``), so a
+typo (``model.featurs=8``) or a wrong type (``model.features=7`` for ESPCN's list) is refused when
+the config composes, and a value out of range (``model.blocks=-1``) by
+:func:`sr.core.schema.check_node` at start-up, before any data or model work. ``scale`` and
+``channels`` come from ``data.scale`` and ``data.channels``. :data:`SCHEMAS` maps each builder
+(a ``_target_``) to its schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+from omegaconf import MISSING
+
+from sr.core.schema import bounded
+from sr.models.espcn_mf import ALIGNS, FUSION_INITS
+
+
+def _activation(name) -> str | None:
+    """Why ``name`` is not a Keras activation, or None."""
+    try:
+        keras.activations.get(name)
+    except (ValueError, TypeError):
+        return "must name a Keras activation (tanh, relu, ...)"
+    return None
+
+
+def _features(default):
+    return bounded(default, minimum=1, integer=True, length=2)
+
+
+@dataclass
+class ModelConfig:
+    """Keys of every option of the ``model`` group."""
+
+    _target_: str = MISSING
+
+
+@dataclass
+class ESPCNConfig(ModelConfig):
+    """Keys of ``sr.models.build_espcn`` (``model=espcn``)."""
+
+    features: list[int] = _features([64, 32])  # filters of the first two convolutions
+    activation: str = bounded("tanh", check=_activation)  # between convolutions (Keras)
+
+
+@dataclass
+class ESPCNMFConfig(ESPCNConfig):
+    """Keys of ``sr.models.build_espcn_mf`` (``model=espcn_mf``)."""
+
+    frames: int = bounded(3, minimum=1, integer=True)  # LR frames per sample (data.frames)
+    target_frame: Any = "last"  # the frame the output is the SR of (data.target_frame)
+    fusion_init: str = bounded("target", choices=FUSION_INITS)  # how the fusion conv starts
+    align: str = bounded("global", choices=ALIGNS)  # register the frames to the target first
+
+
+@dataclass
+class EDSRConfig(ModelConfig):
+    """Keys of ``sr.models.build_edsr`` (``model=edsr_baseline``, ``model=edsr_lite``)."""
+
+    features: int = bounded(64, minimum=1, integer=True)  # filters of every body convolution
+    blocks: int = bounded(16, minimum=1, integer=True)  # residual blocks
+    res_scale: float = bounded(1.0, minimum=0, above=True)  # factor on each block's residual
+    direct_upsample: bool = False  # one conv and one pixel shuffle of scale at the end
+    bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+
+
+@dataclass
+class RLFNConfig(ModelConfig):
+    """Keys of ``sr.models.build_rlfn`` (``model=rlfn``)."""
+
+    features: int = bounded(52, minimum=1, integer=True)  # channels between blocks
+    # channels in a block's first two convolutions (null: features)
+    mid_features: int | None = bounded(None, minimum=1, integer=True)
+    blocks: int = bounded(6, minimum=1, integer=True)  # residual local feature blocks
+    esa_channels: int = bounded(16, minimum=1, integer=True)  # channels of the attention (ESA)
+    bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+
+
+@dataclass
+class SPANConfig(ModelConfig):
+    """Keys of ``sr.models.build_span`` (``model=span``)."""
+
+    features: int = bounded(48, minimum=1, integer=True)  # channels of every block
+    blocks: int = bounded(6, minimum=1, integer=True)  # parameter-free attention blocks
+    bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+    img_range: float = bounded(255.0, minimum=0, above=True)  # factor on the centred input
+
+
+@dataclass
+class RRDBNetConfig(ModelConfig):
+    """Keys of ``sr.models.build_rrdbnet`` (``model=rrdbnet``)."""
+
+    features: int = bounded(64, minimum=1, integer=True)  # channels of the trunk
+    blocks: int = bounded(23, minimum=1, integer=True)  # residual-in-residual dense blocks
+    growth: int = bounded(32, minimum=1, integer=True)  # channels each dense conv adds
+
+
+# Each builder's schema, by its ``_target_``; registered as ``base_<name>`` in the model group.
+SCHEMAS = {
+    "sr.models.build_espcn": ESPCNConfig,
+    "sr.models.build_espcn_mf": ESPCNMFConfig,
+    "sr.models.build_edsr": EDSRConfig,
+    "sr.models.build_rlfn": RLFNConfig,
+    "sr.models.build_span": SPANConfig,
+    "sr.models.build_rrdbnet": RRDBNetConfig,
+}

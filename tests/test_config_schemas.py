@@ -1,0 +1,200 @@
+"""Every key of every config group is checked by its schema at start-up, before any work: a
+hostile value (drawn by Hypothesis from the key's schema type) is refused with a ConfigError
+naming the key, which train.py turns into exit code 2, and nothing is written. Also the named
+cases: model hyperparameters out of range, a number for a list, an option a group lacks, a
+builder's own refusal, more images held out than there are."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+import sr.config
+from sr.config import GROUPS, ConfigError, build_source, group_choices, load
+from tests.conftest import write_photos
+
+NOT_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "nan", "inf", "none", "y", "n"}
+WORDS = st.from_regex(r"\A[a-z]{3,8}\Z").filter(lambda w: w not in NOT_WORDS)
+LISTS = st.sampled_from(["[1,2]", "[abc]", "[[1],[2]]"])
+DICTS = st.just("{a: 1}")
+NON_NUMBERS = st.one_of(WORDS, LISTS, DICTS)
+# values that Hydra's override grammar reads as floats outside every range of the project
+BAD_FLOATS = st.sampled_from(["nan", "inf", "-inf", "-1e6", "-0.5"])
+SEEDS = {"seed"}  # any integer is a seed
+
+
+def _kind(hint) -> tuple[type, bool]:
+    """``(base type, nullable)`` of a schema field's type hint (``int | None`` -> int, True)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        base = next(a for a in args if a is not type(None))
+        return (typing.get_origin(base) or base), type(None) in args
+    return (typing.get_origin(hint) or hint), False
+
+
+def hostile(name: str, hint) -> st.SearchStrategy[str] | None:
+    """Override values that the key's schema type or range refuses; None for a free key."""
+    base, _ = _kind(hint)
+    if base is bool:
+        return NON_NUMBERS
+    if base is int:
+        negative = st.integers(max_value=-1).map(str)
+        floats = st.sampled_from(["1.5", "nan", "inf"])
+        return st.one_of(NON_NUMBERS, floats, *([] if name in SEEDS else [negative]))
+    if base is float:
+        return st.one_of(NON_NUMBERS, BAD_FLOATS)
+    if base is str:
+        return st.one_of(LISTS, DICTS)
+    if base is list:
+        return st.one_of(st.integers().map(str), WORDS, DICTS)
+    return None  # Any: free
+
+
+def group_keys() -> list[tuple[tuple[str, ...], str, st.SearchStrategy[str]]]:
+    """``(base overrides, group.key, hostile values)`` for every key of every option of every
+    group (the schema the composed option has)."""
+    out = []
+    for group in GROUPS:
+        for option in group_choices(group):
+            base = (f"{group}={option}",)
+            node = sr.config.compose(*base)[group]
+            schema = OmegaConf.get_type(node)
+            hints = typing.get_type_hints(schema)
+            for f in dataclasses.fields(schema):
+                values = hostile(f.name, hints[f.name])
+                if f.name != "_target_" and values is not None:
+                    out.append((base, f"{group}.{f.name}", values))
+    return out
+
+
+KEYS = group_keys()
+
+
+def refusal(tmp_path: Path, *overrides: str) -> str:
+    """The ConfigError of what train.py checks before any work (the in-process path of its exit
+    code 2): the composed config's schemas and ranges, then the data source's values."""
+    hr = tmp_path / "hr-never-read"
+    paths = (f"data.hr_dir={hr}", "data.val_dir=null")
+    if not any(o.startswith("data=") and o != "data=tfrecord" for o in overrides):
+        paths += (f"data.tfrecord_dir={tmp_path / 's'}",)
+    with pytest.raises(ConfigError) as info:
+        cfg = load(*paths, *overrides)
+        build_source(cfg)
+    return str(info.value)
+
+
+def test_every_group_option_has_keys_to_draw():
+    assert len({key for _, key, _ in KEYS}) > 60
+    assert {key.split(".")[0] for _, key, _ in KEYS} == set(GROUPS)
+
+
+@settings(
+    max_examples=30,
+    derandomize=True,  # the same examples on every machine: CI cannot fail by chance
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_hostile_value_of_any_key_is_refused_naming_it_and_nothing_is_written(tmp_path, data):
+    base, key, values = data.draw(st.sampled_from(KEYS), label="key")
+    value = data.draw(values, label="value")
+    message = refusal(tmp_path, *base, f"{key}={value}")
+    assert key in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (("model=rlfn", "model.features=0"), "model.features must be an integer >= 1, got 0"),
+        (("model=rlfn", "model.blocks=-1"), "model.blocks must be an integer >= 1, got -1"),
+        (("model=edsr_lite", "model.res_scale=0"), "model.res_scale must be a number > 0"),
+        (("model.features=[8]",), "model.features must be a list of 2, got [8]"),
+        (("model.activation=foo",), "model.activation must name a Keras activation"),
+        (("model=span", "model.img_range=nan"), "model.img_range must be a finite number"),
+        (
+            ("degradation=realesrgan", "degradation.kernel_sizes=7"),
+            "degradation.kernel_sizes=7: Invalid value assigned: int is not a ListConfig, list "
+            "or tuple (key degradation.kernel_sizes of RealESRGANConfig)",
+        ),
+        (
+            ("train.steps=abc",),
+            "train.steps=abc: Value 'abc' of type 'str' could not be converted to Integer "
+            "(key train.steps of TrainConfig)",
+        ),
+        (
+            ("model=foo",),
+            "model=foo: the model group has no option 'foo'; choose one of edsr_baseline, "
+            "edsr_lite, espcn, espcn_mf, rlfn, rrdbnet, span (conf/model/)",
+        ),
+        (
+            ("data=foo",),
+            "data=foo: the data group has no option 'foo'; choose one of generator, sequence, "
+            "tfrecord (conf/data/)",
+        ),
+        (("loss=l3",), "loss=l3: the loss group has no option 'l3'; choose one of charbonnier"),
+    ],
+)
+def test_named_bad_values_are_refused_before_any_work(tmp_path, overrides, message):
+    assert message in refusal(tmp_path, *overrides)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_builders_own_refusal_is_a_config_error_naming_it(compose):
+    from sr.train.checkpoint import build_model
+
+    cfg = compose("model=edsr_baseline", "data.scale=5")  # EDSR's x2 stages: no x5
+    with pytest.raises(ConfigError, match="model .sr.models.build_edsr.: EDSR supports scales"):
+        build_model(cfg)
+
+
+def test_more_images_held_out_than_there_are_is_a_config_error(tmp_path):
+    write_photos(tmp_path / "hr", size=64, names=("camera", "coffee", "rocket", "moon", "chelsea"))
+    cfg = load(
+        "data=generator", f"data.hr_dir={tmp_path / 'hr'}", "data.val_dir=null",
+        "data.val_holdout=10", "data.patch_size=32",
+    )  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"data.hr_dir has 5 image\(s\), and data.val_holdout=10"
+    ):
+        build_source(cfg).prepare()
+
+
+def _train_script():
+    """``train.py`` imported as a module (its ``__main__`` block does not run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "train_script", sr.config.PROJECT_ROOT / "train.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["model=rlfn", "model.blocks=-1"], "model.blocks must be an integer >= 1, got -1"),
+        (["model=foo", "hydra.run.dir=x"], "the model group has no option 'foo'"),
+        (["-m", "model=espcn,foo"], "the model group has no option 'foo'"),  # a sweep's too
+        (["train.steps=abc"], "(key train.steps of TrainConfig)"),
+    ],
+)
+def test_train_py_refuses_a_bad_command_line_before_hydra_writes(argv, message):
+    """What train.py's ``__main__`` checks before Hydra creates the run directory: a ConfigError,
+    printed as ``error: ...`` with exit code 2 (``EXIT_BAD_INPUT``)."""
+    script = _train_script()
+    assert script.EXIT_BAD_INPUT == 2
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        script.check_command_line(argv)
+    script.check_command_line(["-m", "train.lr=1e-3,2e-3"])  # a good sweep: Hydra's to run
+    script.check_command_line(["model=rlfn", "model.blocks=2", "hydra.run.dir=x"])
