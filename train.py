@@ -5,7 +5,8 @@ See docs/config.md for the config groups and common overrides.
 Exit codes:
 - 0: done;
 - 1: the overrides do not compose (Hydra's message names the unknown option or key, or the type);
-- 2: a config value, data folder, validation image or ``resume=`` path at fault (the message
+- 2: a config value, data folder, validation image, ``resume=`` path or a file of the run read
+  back (``checkpoints/best/best.json``, truncated or malformed) at fault (the message
   names it; a validation image failing mid-run is reported after the step is saved), or a key
   that moved into a config group (``train.loss=``: ``loss=charbonnier``; ``train.beta_1=``:
   ``optimizer.beta_1=``);
@@ -20,10 +21,11 @@ Exit codes:
 """
 
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
@@ -31,6 +33,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from sr.config import ConfigError, check_overrides  # noqa: E402  (registers the schemas)
 from sr.core.images import ImageFolderError  # noqa: E402
+from sr.core.runfiles import RunFileError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
 from sr.train.distribute import ClusterTimeoutError  # noqa: E402
@@ -52,7 +55,7 @@ def main(cfg: DictConfig) -> float | None:
     log.info("run directory %s\n%s", run_dir, describe(cfg))
     try:
         final = run(cfg, run_dir)
-    except (ConfigError, ImageFolderError, ServiceError, FileNotFoundError) as e:
+    except (ConfigError, ImageFolderError, ServiceError, FileNotFoundError, RunFileError) as e:
         log.error("%s", e)
         sys.exit(EXIT_BAD_INPUT)
     except NonFiniteError as e:

@@ -31,14 +31,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
-import os
 import signal
 import socket
 import sys
 import threading
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 log = logging.getLogger("data_service")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
+from sr.core.runfiles import check_checkpoint
 from sr.train import distribute
 from sr.train.checkpoint import (
     checkpoint_step,
@@ -107,8 +108,10 @@ class CheckpointPolicy:
 
         Raises:
             ConfigError: if ``train.ema`` is set in one of the run and this resume only.
-            tf.errors.OpError, ValueError: if the checkpoint cannot be read.
+            RunFileError: if the checkpoint is truncated or corrupt (``sr.core.runfiles``).
+            tf.errors.OpError, ValueError: if the checkpoint holds another structure.
         """
+        check_checkpoint(path, "resume= goes on from the checkpoint before it, if one is whole")
         if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
             saved = "with" if has_averages(path) else "without"
             raise ConfigError(
