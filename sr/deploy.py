@@ -449,10 +449,10 @@ class Exported:
         self._run = self._open(folder / record["file"], threads)
 
     def _open(self, path: Path, threads: int):
-        fmt = self.record["format"]
+        fmt, run = self.record["format"], self.record.get("source", {}).get("run", "<run>")
         fix = (
             f"the export in {self.folder} is damaged: export the run again into a new folder, "
-            f"python scripts/export.py <run> <folder> --format {fmt}"
+            f"python scripts/export.py {run} <new folder> --format {fmt}"
         )
         if self.record["format"] == "onnx":
             import onnxruntime as ort

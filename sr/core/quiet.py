@@ -62,8 +62,8 @@ def filtered_stderr(level: int):
     def forward():
         with os.fdopen(read_fd, "rb") as pipe:
             for line in pipe:
-                if not hidden(line, level):
-                    os.write(saved, line)
+                while line and not hidden(line, level):
+                    line = line[os.write(saved, line) :]
 
     thread = threading.Thread(target=forward, name="stderr-filter", daemon=True)
     thread.start()

@@ -11,7 +11,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.core.runfiles import check_checkpoint
+from sr.core.runfiles import check_checkpoint, latest_checkpoint
 from sr.train import distribute
 from sr.train.checkpoint import (
     checkpoint_step,
@@ -178,7 +178,7 @@ class CheckpointPolicy:
         """The error for a non-finite state found at ``step``: names the step, its learning rate,
         the last (finite) checkpoint on disk and how to resume from it."""
         lr = lr_at(self.schedule, max(0, step - 1))
-        last = tf.train.latest_checkpoint(str(self.restore_dir))
+        last = latest_checkpoint(self.restore_dir)
         if last:
             nxt = (
                 f"the last good checkpoint is {last}; resume from it with "
