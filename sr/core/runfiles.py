@@ -38,12 +38,13 @@ class RunFileError(ValueError):
 
     Attributes:
         path: the file (or checkpoint prefix) at fault.
+        problem: what is wrong with it (the library's exception, ``<type>: <first line>``).
         fix: what to do about it.
     """
 
     def __init__(self, path, problem: str, fix: str):
         super().__init__(f"{path} is unreadable ({problem}): {fix}")
-        self.path, self.fix = Path(path), fix
+        self.path, self.problem, self.fix = Path(path), problem, fix
 
 
 def describe(e: BaseException) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.core.runfiles import check_checkpoint, latest_checkpoint
+from sr.core.runfiles import RunFileError, check_checkpoint, describe, latest_checkpoint
 from sr.train import distribute
 from sr.train.checkpoint import (
     checkpoint_step,
@@ -73,13 +73,12 @@ class CheckpointPolicy:
                 raise
             except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as e:
                 log.warning(
-                    "resume=%s: %s is unreadable (%s: %s); trying the checkpoint before it",
+                    "resume=%s: %s is unreadable (%s); trying the checkpoint before it",
                     self.resume_dir,
                     ", ".join(
                         sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))
                     ),
-                    type(e).__name__,
-                    str(e).splitlines()[0] if str(e) else "",
+                    e.problem if isinstance(e, RunFileError) else describe(e),
                 )
         else:
             raise FileNotFoundError(
