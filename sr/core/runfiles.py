@@ -94,7 +94,8 @@ def checkpoint_files(prefix) -> str:
 
 def check_checkpoint(prefix, fix: str) -> None:
     """Read every tensor of the checkpoint ``prefix`` once, checking each against the CRC32C of
-    its index (``tf.train.load_checkpoint``).
+    its index (``tf.train.load_checkpoint``); the variant tensors of a tf.data iterator's state
+    (``data=tfrecord``), which that reader cannot convert, are left to the iterator's restore.
 
     Raises:
         RunFileError: naming the prefix and its files, if the index or a data file is missing,
@@ -104,8 +105,9 @@ def check_checkpoint(prefix, fix: str) -> None:
 
     try:
         reader = tf.train.load_checkpoint(str(prefix))
-        for name in reader.get_variable_to_shape_map():
-            reader.get_tensor(name)
+        for name, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype != tf.variant:  # a tf.data iterator's state: read by its restore only
+                reader.get_tensor(name)
     except (tf.errors.OpError, IndexError, ValueError, OSError) as e:
         where = f"checkpoint {prefix} ({checkpoint_files(prefix)})"
         raise RunFileError(where, describe(e), fix) from e
