@@ -39,6 +39,7 @@ MODELS = [
     ("edsr_baseline", ["model=edsr_baseline"]),
     ("rlfn", ["model=rlfn"]),
     ("span", ["model=span"]),
+    ("rrdbnet", ["model=rrdbnet"]),
 ]
 SIZE = 256
 

@@ -50,7 +50,8 @@ Where this differs from the official PyTorch code, and why (inherent to a per-im
 - the grey Poisson noise uses torchvision's ``rgb_to_grayscale`` weights (0.2989, 0.587, 0.114),
   what the official training runs (``generate_poisson_noise_pt``), on RGB (BasicSR's NumPy
   ``generate_poisson_noise`` applies ``COLOR_BGR2GRAY``);
-- the ground truth is not sharpened (``gt_usm``): that acts on the HR target, not on the LR.
+- the HR is sharpened (``gt_usm``, on by default as in the official options; ``--no-gt-usm``) by
+  BasicSR's NumPy ``usm_sharp`` and rounded to 8 bits, and the LR made from it.
 
 Benchmark code, not product code: NumPy, SciPy and OpenCV only (no TensorFlow, no ``sr``).
 """
@@ -480,8 +481,23 @@ def degrade(
     return (np.clip(np.round(x * 255.0), 0, 255) / 255.0).astype(np.float32)
 
 
+def usm_sharp(image: np.ndarray, weight=0.5, radius=50, threshold=10) -> np.ndarray:
+    """Unsharp masking, BasicSR's ``usm_sharp`` (``basicsr/utils/img_process_util.py``, the NumPy
+    twin of the ``USMSharp`` that ``feed_data`` applies with ``gt_usm``): float32 ``[H, W, 3]``
+    in [0, 1] to the same; a Gaussian of side 51 (sigma 8.3, OpenCV's rule), borders
+    ``BORDER_REFLECT_101``, a mask of the residual above ``threshold`` / 255, blurred."""
+    if radius % 2 == 0:
+        radius += 1
+    blurred = cv2.GaussianBlur(image, (radius, radius), 0)
+    residual = image - blurred
+    mask = (np.abs(residual) * 255 > threshold).astype(np.float32)
+    soft_mask = cv2.GaussianBlur(mask, (radius, radius), 0)
+    sharp = np.clip(image + weight * residual, 0, 1)
+    return soft_mask * sharp + (1 - soft_mask) * image
+
+
 def degrade_uint8(
-    hr_uint8: np.ndarray, scale: int, seed, params: dict | None = None
+    hr_uint8: np.ndarray, scale: int, seed, params: dict | None = None, gt_usm: bool = False
 ) -> np.ndarray:
     """:func:`degrade` of a uint8 image with a generator of its own.
 
@@ -490,11 +506,15 @@ def degrade_uint8(
         scale: s.
         seed: int (or sequence of ints) for ``np.random.default_rng``.
         params: :data:`PAPER` or a partial override of it.
+        gt_usm: sharpen the HR first (:func:`usm_sharp`, rounded to 8 bits), as the official
+            options and ``degradation.gt_usm`` do: the LR is made from the sharpened HR.
 
     Returns:
         uint8 ``[H // s, W // s, 3]``.
     """
     hr = np.asarray(hr_uint8, np.float32) / 255.0
+    if gt_usm:
+        hr = np.round(usm_sharp(hr) * 255.0) / 255.0
     lr = degrade(hr, scale, np.random.default_rng(seed), params)
     return np.round(lr * 255.0).astype(np.uint8)
 
@@ -503,6 +523,7 @@ def degrade_uint8(
 # The benchmark
 # ------------------------------------------------------------------------------------------------
 CROPS: np.ndarray | None = None  # the crops of a run, shared with forked workers
+GT_USM = True  # sharpen each HR before degrading it (--no-gt-usm: off), as the graph's default
 
 
 def random_crops(folder, crop: int, n: int, seed: int = 0) -> np.ndarray:
@@ -540,7 +561,7 @@ def degrade_chunk(task: tuple) -> float:
     start, stop, scale, seed = task
     t0 = time.process_time()
     for i in range(start, stop):
-        degrade_uint8(CROPS[i], scale, (seed, i))
+        degrade_uint8(CROPS[i], scale, (seed, i), gt_usm=GT_USM)
     return time.process_time() - t0
 
 
@@ -610,7 +631,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--cv2-threads", type=int, default=1, help="cv2.setNumThreads per process")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print one JSON line")
+    ap.add_argument("--no-gt-usm", action="store_true", help="no USM sharpening of the HR")
     a = ap.parse_args(argv)
+    global GT_USM
+    GT_USM = not a.no_gt_usm
     if a.n < a.repeats or a.repeats < 1 or a.workers < 1:
         ap.error(f"need --workers >= 1 and 1 <= --repeats <= --n, got {a.workers}, {a.repeats}")
     cv2.setNumThreads(a.cv2_threads)
@@ -623,6 +647,7 @@ def main(argv=None) -> dict:
         "crop": a.crop,
         "scale": a.scale,
         "cv2_threads": a.cv2_threads,
+        "gt_usm": GT_USM,
         "cpu": cpu_model(),
         "affinity": len(os.sched_getaffinity(0)),
         "opencv": cv2.__version__,

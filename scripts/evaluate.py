@@ -8,6 +8,7 @@
         [--lr-dir DIR ...]
     python scripts/evaluate.py <run dir>|bicubic <folder> [<folder> ...] --degradation NAME
         --save-lr DIR [--save-lr DIR ...] [--seed S]
+    python scripts/evaluate.py <run dir>|bicubic [<folder> ...] [--niqe] [--real DIR [--save DIR]]
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
 ``sr.evaluation`` (the trainer's validation: PSNR and SSIM on Y, ``scale`` pixels of border
@@ -35,6 +36,11 @@ Degraded test sets. ``--degradation NAME --save-lr DIR`` (NAME: ``conf/degradati
 seed gives the same set), refusing to overwrite any file there, then scores on it as with
 ``--lr-dir DIR``; ``--save-lr`` once per HR folder. To make a set without a run, use the
 ``bicubic`` method (``--scale`` s): it writes the set and scores bicubic on it.
+
+NIQE (no reference; lower is better). ``--niqe`` adds the NIQE of the 8-bit SR and bicubic images
+(Y, border cropped) beside PSNR and SSIM. ``--real DIR`` (repeatable) upscales LR photos without
+HR by the model (as ``upscale.py``) and by bicubic and reports their NIQE; ``--save DIR`` writes
+those images as ``DIR/<folder>/<method>/<stem>.png``.
 
 Checkpoint. ``--checkpoint best`` (the default where the run has ``checkpoints/best``: the best
 validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=`` continues) or
@@ -100,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="PSNR/SSIM on Y (paper protocol) of a trained run or of bicubic, per folder.",
     )
     parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME), or 'bicubic'")
-    parser.add_argument("folders", nargs="+", help="folders of HR images (PNG/JPEG)")
+    parser.add_argument("folders", nargs="*", help="folders of HR images (PNG/JPEG)")
     parser.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     parser.add_argument("--scale", type=int, help="scale for bicubic (a run uses its own)")
     add_weights_argument(parser)  # averaged weights are labelled <model>+ema
@@ -138,6 +144,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="DIR",
         help="new folder for the LR set of --degradation; once per HR folder, in order",
     )
+    parser.add_argument("--niqe", action="store_true", help="NIQE beside PSNR and SSIM")
+    parser.add_argument("--real", action="append", metavar="DIR", help="LR photos, no HR: NIQE")
+    parser.add_argument("--save", metavar="DIR", help="write the --real outputs there (PNG)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
@@ -226,10 +235,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         m = load_method(args)
-        if m["window"] is not None and (args.lr_dir or args.degradation):
-            raise ValueError(
-                "--lr-dir and --degradation apply to folders of images, not sequences"
-            )
+        if m["window"] is not None and (args.lr_dir or args.degradation or args.real):
+            raise ValueError("--lr-dir, --degradation, --real apply to images, not sequences")
+        if not (args.folders or args.real) or (args.save and not args.real):
+            raise ValueError("give folders of HR images or --real DIR (--save needs --real)")
         lr_dirs = lr_folders(args, m["scale"])
         results = evaluate(
             m["model"],
@@ -242,6 +251,9 @@ def main(argv=None) -> int:
             sequences=m["window"],
             lr_dirs=lr_dirs,
             rgb=True if args.rgb else None,
+            with_niqe=args.niqe,
+            real=args.real or (),
+            save=args.save,
         )
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)

@@ -27,7 +27,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
-from sr.core.realesrgan import Params
+from sr.core.realesrgan import Options, Params
 from sr.data import SOURCES, PatchSource
 from sr.data.source import DataConfig
 
@@ -80,13 +80,20 @@ class TrainConfig:
     # clip the gradient to this global L2 norm (all variables together, after the sum over the
     # replicas, on unscaled gradients under mixed precision); null: no clipping
     clip_norm: float | None = None
-    # divergence guard (docs/training.md): a loss spike or a validation collapse restores the last
-    # good checkpoint, scales the learning rate by guard_lr_factor and goes on
+    # divergence guard (docs/training.md): a loss explosion or spike, or a validation collapse,
+    # restores the last good checkpoint, scales the learning rate by guard_lr_factor and goes on
     guard: bool = True
-    guard_from: int = 1000  # the guard judges from this step on (the first steps' loss is erratic)
+    # the loss-spike rules judge from this many steps after the run's own first step (a resumed
+    # run: after the step it resumed at): the first steps' loss falls fast and erratically
+    guard_from: int = 1000
     guard_loss_factor: float = 2.0  # a log window's mean loss above this x the lowest window mean
     guard_step_factor: float = 5.0  # one step's loss above this x the previous window's mean
-    guard_val_drop: float = 3.0  # validation PSNR more than this many dB below the best so far
+    # a log window's mean loss above this x the run's lowest loss (its first step's or a window
+    # mean) is an explosion, judged from the first window on, whatever guard_from says
+    guard_explode_factor: float = 100.0
+    # validation PSNR more than this many dB below the best so far, judged as soon as a best
+    # exists (a resumed run: its checkpoints/best)
+    guard_val_drop: float = 3.0
     guard_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this, in (0, 1)
     guard_max_rollbacks: int = 3  # one more divergence stops the run (exit 4)
 
@@ -165,8 +172,9 @@ def validate_train(cfg: DictConfig) -> None:
     Every interval (``steps``, ``log_every``, ``val_every``, ``ckpt_every``, ``max_to_keep``,
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
     a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
-    (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor`` and
-    ``guard_step_factor`` > 1, ``guard_val_drop`` > 0, ``guard_lr_factor`` in (0, 1);
+    (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor``,
+    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` > 0,
+    ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
 
@@ -227,7 +235,7 @@ def _check_guard(t) -> None:
         _number(t, "train", "clip_norm", 0, integer=False, above=True)
     _number(t, "train", "guard_from", 0, integer=True)
     _number(t, "train", "guard_max_rollbacks", 0, integer=True)
-    for key in ("guard_loss_factor", "guard_step_factor"):
+    for key in ("guard_loss_factor", "guard_step_factor", "guard_explode_factor"):
         _number(t, "train", key, 1, integer=False, above=True)
     _number(t, "train", "guard_val_drop", 0, integer=False, above=True)
     factor = t.guard_lr_factor
@@ -481,6 +489,7 @@ def config_tables() -> str:
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
         ("degradation", Params, "`degradation=realesrgan` only"),
+        ("degradation", Options, "`degradation=realesrgan` only"),
         ("", Config, ""),
     ]
     seen: set[str] = set()

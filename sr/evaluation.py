@@ -47,6 +47,12 @@ by step 1 (a real-world or degraded test set); the model and bicubic both upscal
 An LR whose channels differ from the HR's is brought to them: a gray LR is replicated for an RGB
 HR, an RGB LR of a gray HR becomes its :func:`gray_of`, rounded. With LR made by
 ``sr.core.degrade.make_lr`` the figures are those of step 2.
+
+NIQE (:data:`NIQE_METRICS`, on request: ``niqe=True``). NIQE (``sr.core.metrics.niqe``, no
+reference) of the SR image and of the bicubic upscale, with ``scale`` pixels cropped from each
+border as PSNR and SSIM are: on the rounded Y of the 8-bit bicubic image, and on the model's
+8-bit output, the same Y that PSNR scores (a Y model's rounded Y; Y of an RGB model's 8-bit
+image). Only whole 96 x 96 blocks of what remains are scored (:func:`niqe_cropped`).
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from sr.core.color import gray_of, y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
-from sr.core.metrics import crop_border, psnr, ssim
+from sr.core.metrics import crop_border, niqe, psnr, ssim
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
@@ -71,6 +77,11 @@ and of bicubic, on Y with ``scale`` border pixels cropped."""
 RGB_METRICS = ("psnr_rgb", "psnr_rgb_bicubic")
 """RGB PSNR (dB) of the model and of bicubic (:func:`psnr_rgb`), reported beside :data:`METRICS`
 only where defined: for RGB models, and for bicubic alone when asked (``rgb=True``)."""
+
+
+NIQE_METRICS = ("niqe", "niqe_bicubic")
+"""NIQE of the model and of bicubic (:func:`niqe_cropped`; lower is better), reported beside
+:data:`METRICS` when asked (``niqe=True``)."""
 
 
 def input_channels(model) -> int:
@@ -230,7 +241,28 @@ def psnr_rgb(sr: np.ndarray, hr: np.ndarray, scale: int) -> float:
     return psnr(sr.reshape(sr.shape[0], -1), hr.reshape(hr.shape[0], -1))
 
 
-def score_image(model, item: EvalImage, scale: int, rgb: bool) -> tuple[dict, np.ndarray | None]:
+def niqe_cropped(image: np.ndarray, scale: int, name: str = "") -> float:
+    """NIQE (``sr.core.metrics.niqe``) of an 8-bit image with ``scale`` pixels cropped from each
+    border, as the protocol scores.
+
+    Args:
+        image: ``[H, W]`` or ``[H, W, 1|3]`` on the 8-bit grid 0..255 (float or uint8).
+        scale: pixels cut from every border (0: none).
+        name: the image's name, for error messages.
+
+    Raises:
+        ValueError: for an image under 96 x 96 pixels after the crop, or without texture
+            (names it).
+    """
+    try:
+        return niqe(crop_border(np.asarray(image), scale).astype(np.uint8))
+    except ValueError as e:
+        raise ValueError(f"NIQE of {name or 'an image'}: {e}") from e
+
+
+def score_image(
+    model, item: EvalImage, scale: int, rgb: bool, with_niqe: bool = False
+) -> tuple[dict, np.ndarray | None]:
     """The figures of one prepared image: ``(row, SR Y)``.
 
     Args:
@@ -238,10 +270,11 @@ def score_image(model, item: EvalImage, scale: int, rgb: bool) -> tuple[dict, np
         item: :func:`prepare`'s image.
         scale: s.
         rgb: add :data:`RGB_METRICS` (``psnr_rgb`` for an RGB model, ``psnr_rgb_bicubic``).
+        with_niqe: add :data:`NIQE_METRICS` (``niqe`` for a model, ``niqe_bicubic``).
 
     Returns:
         ``({"psnr_bicubic", "ssim_bicubic"[, "psnr", "ssim"][, "psnr_rgb"][,
-        "psnr_rgb_bicubic"]}, float64 [H, W] SR Y or None)``.
+        "psnr_rgb_bicubic"][, "niqe"][, "niqe_bicubic"]}, float64 [H, W] SR Y or None)``.
     """
     row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
     sr = sr_y = None
@@ -256,11 +289,21 @@ def score_image(model, item: EvalImage, scale: int, rgb: bool) -> tuple[dict, np
         if sr is not None:
             row["psnr_rgb"] = psnr_rgb(sr, item.hr, scale)
         row["psnr_rgb_bicubic"] = psnr_rgb(item.bicubic, item.hr, scale)
+    if with_niqe:
+        if sr_y is not None:
+            row["niqe"] = niqe_cropped(sr_y if sr is None else sr, scale, item.name)
+        row["niqe_bicubic"] = niqe_cropped(item.bicubic, scale, item.name)
     return row, sr_y
 
 
 def evaluate_images(
-    model, files, scale: int, keep: int = 0, lr_files=None, rgb: bool | None = None
+    model,
+    files,
+    scale: int,
+    keep: int = 0,
+    lr_files=None,
+    rgb: bool | None = None,
+    with_niqe: bool = False,
 ) -> dict:
     """Score ``model`` (or only bicubic, with ``model=None``) on image files.
 
@@ -273,17 +316,20 @@ def evaluate_images(
             the same order (paired evaluation, :func:`match_lr_files`): a path, or the uint8
             image itself.
         rgb: report :data:`RGB_METRICS`; None: for an RGB model only.
+        with_niqe: report :data:`NIQE_METRICS` (:func:`niqe_cropped`).
 
     Returns:
         ``{"n": count, "psnr": mean dB, "ssim": mean, "psnr_bicubic": ..., "ssim_bicubic": ...,
-        ["psnr_rgb": ..., "psnr_rgb_bicubic": ...,] "per_image": {name: {"psnr", "ssim",
-        "psnr_bicubic", "ssim_bicubic"[, "psnr_rgb", "psnr_rgb_bicubic"]}}, "panels": [(name,
-        bicubic_y, sr_y, hr_y), ...]}``; model keys are absent when ``model`` is None.
+        ["psnr_rgb": ..., "psnr_rgb_bicubic": ...,] ["niqe": ..., "niqe_bicubic": ...,]
+        "per_image": {name: {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic"[, "psnr_rgb",
+        "psnr_rgb_bicubic"][, "niqe", "niqe_bicubic"]}}, "panels": [(name, bicubic_y, sr_y,
+        hr_y), ...]}``; model keys are absent when ``model`` is None.
 
     Raises:
         ImageFolderError: for an image that cannot be decoded.
-        ValueError: for an image too small for the scale, a given LR of the wrong size, or a
-            model reading neither 1 nor 3 channels.
+        ValueError: for an image too small for the scale (or, with NIQE, under 96 x 96 after
+            the border crop), a given LR of the wrong size, or a model reading neither 1 nor 3
+            channels.
     """
     if rgb is None:
         rgb = model is not None and input_channels(model) == 3
@@ -293,7 +339,7 @@ def evaluate_images(
         name = Path(path).name
         lr = lr_path if lr_path is None or isinstance(lr_path, np.ndarray) else load_image(lr_path)
         item = prepare(load_image(path), scale, name, lr=lr)
-        row, sr_y = score_image(model, item, scale, rgb)
+        row, sr_y = score_image(model, item, scale, rgb, with_niqe)
         if sr_y is not None and len(panels) < keep:
             panels.append((name, item.bicubic_y, sr_y, item.hr_y))
         per_image[name] = row
@@ -405,7 +451,7 @@ class _Frame:
 
 def _means(rows) -> dict:
     result = {}
-    for key in (*METRICS, *RGB_METRICS):
+    for key in (*METRICS, *RGB_METRICS, *NIQE_METRICS):
         values = [r[key] for r in rows if key in r]
         if values:
             result[key] = float(np.mean(values))

@@ -32,6 +32,13 @@ every folder, sequence and image gains ``"psnr_rgb"`` (the model's; for bicubic,
 markdown table a last column ``RGB PSNR (dB)``, TensorBoard ``eval/<folder>/psnr_rgb`` and
 ``eval/<folder>/psnr_rgb_bicubic``. A Y model's results have none of them.
 
+NIQE (:data:`sr.evaluation.NIQE_METRICS`, :func:`evaluate` with ``with_niqe``): likewise
+``"niqe"`` (the model's; for bicubic, bicubic's) and ``"niqe_bicubic"`` after them, CSV columns
+``niqe, niqe_bicubic`` last, a last table column ``NIQE``, TensorBoard ``eval/<folder>/niqe``
+and ``eval/<folder>/niqe_bicubic``. Real photos (:func:`evaluate_real`: LR photos without HR)
+have NIQE only: their entry has ``"niqe"``, ``"niqe_bicubic"``, ``"n"``, ``"per_image"``, the
+method's keys and ``"real": true``, and empty PSNR and SSIM cells in the CSV and the table.
+
 Paired evaluation (:func:`evaluate` with ``lr_dirs``, one LR folder per HR folder, matched by
 :func:`sr.evaluation.match_lr_files`): the folder's entry gains ``"lr_dir"`` (the LR folder's
 path); ``scripts/evaluate.py`` adds ``"degradation"`` and ``"seed"`` when it made that folder
@@ -62,17 +69,20 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from sr.core.color import gray_of
-from sr.core.degrade import min_hr_size, quantize
+from sr.core.degrade import bicubic_upscale, min_hr_size, quantize
 from sr.core.images import ImageFolderError, image_size, list_images, load_image
+from sr.core.niqe import BLOCK
 from sr.evaluation import (
     METRICS,
+    NIQE_METRICS,
     RGB_METRICS,
     evaluate_images,
     evaluate_sequences,
     match_lr_files,
     modcrop,
+    niqe_cropped,
 )
-from sr.inference import write_image
+from sr.inference import Upscaler, write_image
 
 BICUBIC = "bicubic"
 
@@ -113,6 +123,9 @@ def evaluate(
     sequences: tuple[int, int, int] | None = None,
     lr_dirs: Iterable[str | os.PathLike] | None = None,
     rgb: bool | None = None,
+    with_niqe: bool = False,
+    real: Iterable[str | os.PathLike] = (),
+    save: str | os.PathLike | None = None,
 ) -> dict:
     """Score ``model`` (None: bicubic only) on each folder, in the ``results.json`` schema.
 
@@ -132,12 +145,16 @@ def evaluate(
         lr_dirs: None to make the LR of each HR image; or one folder of LR images per folder, in
             the same order (paired evaluation, folders of images only).
         rgb: report RGB PSNR (``sr.evaluation.RGB_METRICS``); None: for an RGB model only.
+        with_niqe: report NIQE (``sr.evaluation.NIQE_METRICS``; folders of images only).
+        real, save: folders of real LR photos (no HR), scored first by :func:`evaluate_real`
+            (which writes their outputs into ``save``) and listed after ``folders``.
 
     Returns:
         ``{folder name: {"psnr", "ssim", "n", "per_image", "psnr_bicubic", "ssim_bicubic",
         "scale", "model", "checkpoint", "step"}}`` as in the module docstring (PSNR in dB), plus
         ``"per_sequence"``, ``"frames"``, ``"frame_stride"`` and ``"target"`` for sequences,
-        ``"psnr_rgb"`` and ``"psnr_rgb_bicubic"`` with RGB PSNR, ``"lr_dir"`` when paired.
+        ``"psnr_rgb"`` and ``"psnr_rgb_bicubic"`` with RGB PSNR, ``"niqe"`` and
+        ``"niqe_bicubic"`` with NIQE, ``"lr_dir"`` when paired.
 
     Raises:
         ImageFolderError: for a missing or empty folder, an image that cannot be decoded, a
@@ -145,20 +162,27 @@ def evaluate(
             sequence, or a missing, ambiguous or wrongly sized LR image (all named, before any
             scoring).
         ValueError: for an image too small for the scale, two folders of one name, LR folders
-            not one per folder, or LR folders or RGB PSNR with sequences.
+            not one per folder, or LR folders, RGB PSNR or NIQE with sequences.
     """
-    named = folder_names(folders)
+    named, real = folder_names(folders), list(real)
+    folder_names([*named.values(), *real])  # one name per folder, HR and real alike
     paired = _paired_files(named, lr_dirs, scale, sequences)
+    method = (scale, label, step, checkpoint)
+    real_results = evaluate_real(model, real, *method, save, progress) if real else {}
     results = {}
     for name, folder in named.items():
         if sequences is None:
             files, lr_files, _ = paired[name] if name in paired else (list_images(folder), None, 0)
             desc = f"{name} x{scale}"
             bar = tqdm(files, desc=desc, unit="img", disable=not progress, leave=False)
-            res = evaluate_images(model, bar, scale, lr_files=lr_files, rgb=rgb)
+            res = evaluate_images(
+                model, bar, scale, lr_files=lr_files, rgb=rgb, with_niqe=with_niqe
+            )
         else:
-            if rgb:
-                raise ValueError("RGB PSNR is reported for folders of images, not sequences")
+            if rgb or with_niqe:
+                raise ValueError(
+                    "RGB PSNR and NIQE are reported for folders of images, not sequences"
+                )
             res = _evaluate_sequence_folder(model, folder, name, scale, sequences, progress)
         results[name] = _entry(res, model is None, scale, label, step, checkpoint)
         if name in paired:
@@ -166,7 +190,7 @@ def evaluate(
         if sequences is not None:
             frames, stride, target = sequences
             results[name].update(frames=int(frames), frame_stride=int(stride), target=int(target))
-    return results
+    return {**results, **real_results}
 
 
 def _paired_files(named: dict[str, Path], lr_dirs, scale: int, sequences) -> dict:
@@ -197,9 +221,10 @@ def _entry(res: dict, bicubic: bool, scale: int, label: str, step: int, checkpoi
     if bicubic:  # the method is bicubic: its figures are the "psnr"/"ssim"
         for row in [res, *res["per_image"].values(), *res.get("per_sequence", {}).values()]:
             row["psnr"], row["ssim"] = row["psnr_bicubic"], row["ssim_bicubic"]
-            if "psnr_rgb_bicubic" in row:
-                row["psnr_rgb"] = row["psnr_rgb_bicubic"]
-    keys = [*METRICS, *(k for k in RGB_METRICS if k in res)]
+            for key in ("psnr_rgb", "niqe"):
+                if f"{key}_bicubic" in row:
+                    row[key] = row[f"{key}_bicubic"]
+    keys = [*METRICS, *(k for k in (*RGB_METRICS, *NIQE_METRICS) if k in res)]
     extra = {k: res[k] for k in keys if k not in METRICS}
     entry = {
         "psnr": res["psnr"],
@@ -247,17 +272,23 @@ def _evaluate_sequence_folder(model, folder: Path, name: str, scale: int, window
 
 
 def markdown_table(results: dict) -> str:
-    """Markdown table of :func:`evaluate`'s results: per folder the model's row (unless the method
-    is bicubic), then the bicubic row; PSNR in dB with 2 decimals, SSIM with 4; a last column
-    ``RGB PSNR (dB)`` when the results have RGB PSNR."""
-    rgb = any("psnr_rgb_bicubic" in r for r in results.values())
+    """Markdown table of :func:`evaluate`'s (and :func:`evaluate_real`'s) results: per folder the
+    model's row (unless the method is bicubic), then the bicubic row; PSNR in dB with 2
+    decimals, SSIM with 4 (empty cells for real photos, which have no HR); a column
+    ``RGB PSNR (dB)`` when the results have RGB PSNR, a last column ``NIQE`` (3 decimals) when
+    they have NIQE."""
+    columns = [("psnr", "PSNR (dB)", ".2f"), ("ssim", "SSIM", ".4f")]
+    for key, title in (("psnr_rgb", "RGB PSNR (dB)"), ("niqe", "NIQE")):
+        if any(f"{key}_bicubic" in r for r in results.values()):
+            columns.append((key, title, ".3f" if key == "niqe" else ".2f"))
     lines = [
-        "| folder | method | images | PSNR (dB) | SSIM |" + (" RGB PSNR (dB) |" if rgb else ""),
-        "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if rgb else ""),
+        "| folder | method | images |" + "".join(f" {title} |" for _, title, _ in columns),
+        "| --- | --- | ---: |" + " ---: |" * len(columns),
     ]
 
-    def rgb_cell(x: dict, key: str) -> str:
-        return (f" {x[key]:.2f} |" if key in x else " |") if rgb else ""
+    def cells(x: dict, suffix: str) -> str:
+        keys = ((key + suffix, spec) for key, _, spec in columns)
+        return "".join(f" {x[k]:{spec}} |" if k in x else " |" for k, spec in keys)
 
     for name, r in results.items():
         rows = [(name, r)]
@@ -265,14 +296,8 @@ def markdown_table(results: dict) -> str:
         for label, x in rows:
             if x["model"] != BICUBIC:
                 method = f"{x['model']} (step {x['step']})"
-                lines.append(
-                    f"| {label} | {method} | {x['n']} | {x['psnr']:.2f} | {x['ssim']:.4f} |"
-                    + rgb_cell(x, "psnr_rgb")
-                )
-            lines.append(
-                f"| {label} | bicubic | {x['n']} | {x['psnr_bicubic']:.2f} | "
-                f"{x['ssim_bicubic']:.4f} |" + rgb_cell(x, "psnr_rgb_bicubic")
-            )
+                lines.append(f"| {label} | {method} | {x['n']} |" + cells(x, ""))
+            lines.append(f"| {label} | bicubic | {x['n']} |" + cells(x, "_bicubic"))
     return "\n".join(lines)
 
 
@@ -287,7 +312,7 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = out_dir / "results.json", out_dir / "results.csv"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
-    extra = [k for k in RGB_METRICS if any(k in r for r in results.values())]
+    extra = [k for k in (*RGB_METRICS, *NIQE_METRICS) if any(k in r for r in results.values())]
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(
@@ -312,9 +337,9 @@ def write_results(results: dict, out_dir: str | os.PathLike) -> tuple[Path, Path
 
 
 def _row(writer, folder: str, file: str, head: list, r: dict, tail: list, extra: list) -> None:
-    """A CSV row: the old columns in their places, then the ``extra`` metrics (empty where
-    absent)."""
-    figures = [f"{r[k]:.6f}" for k in METRICS]
+    """A CSV row: the old columns in their places, then the ``extra`` metrics; empty where
+    absent (PSNR and SSIM of real photos)."""
+    figures = [f"{r[k]:.6f}" if k in r else "" for k in METRICS]
     writer.writerow(
         [folder, file, *head, *figures, *tail, *(f"{r[k]:.6f}" if k in r else "" for k in extra)]
     )
@@ -326,9 +351,105 @@ def write_tensorboard(results: dict, tb_dir: str | os.PathLike, step: int) -> No
     writer = tf.summary.create_file_writer(str(tb_dir))
     with writer.as_default(step=int(step)):
         for name, r in results.items():
-            for key in (*METRICS, *(k for k in RGB_METRICS if k in r)):
+            for key in (k for k in (*METRICS, *RGB_METRICS, *NIQE_METRICS) if k in r):
                 tf.summary.scalar(f"eval/{name}/{key}", r[key])
     writer.close()
+
+
+def evaluate_real(
+    model: tf.keras.Model | None,
+    folders: Iterable[str | os.PathLike],
+    scale: int,
+    label: str,
+    step: int,
+    checkpoint: str | None,
+    save: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> dict:
+    """Upscale folders of real LR photos, which have no HR, and score every output by NIQE.
+
+    Each photo (PNG/JPEG, RGB or gray; alpha dropped, ``sr.core.images.load_image``) is
+    upscaled by the model through ``sr.inference.Upscaler`` (what ``scripts/upscale.py``
+    writes: a Y model's Y with bicubic chroma, an RGB model's R, G, B) and by bicubic (the
+    protocol's baseline: ``sr.core.degrade.bicubic_upscale``, rounded to 8 bits). Both 8-bit
+    images are scored by ``sr.evaluation.niqe_cropped`` with ``scale`` border pixels cropped,
+    as ``--niqe`` scores HR sets. Every size is checked from the headers before any upscaling.
+
+    Args:
+        model: a Y or RGB Keras model (as :func:`evaluate`), or None for bicubic alone.
+        folders: folders of LR photos.
+        scale: s.
+        label, step, checkpoint: the method's name, step and checkpoint (as :func:`evaluate`).
+        save: None, or a folder where the upscaled images are written as PNG for a person to
+            look at: ``<save>/<folder name>/<label>/<stem>.png`` and, beside it,
+            ``<save>/<folder name>/bicubic/<stem>.png`` (files of those names are replaced).
+        progress: show a tqdm bar per folder on stderr.
+
+    Returns:
+        ``{folder name: {"niqe": mean, "niqe_bicubic": mean, "n", "per_image": {"<file>":
+        {"niqe", "niqe_bicubic"}}, "scale", "model", "checkpoint", "step", "real": true}}``;
+        for the bicubic method ``"niqe"`` is bicubic's.
+
+    Raises:
+        ImageFolderError: for a missing or empty folder, or a photo that cannot be decoded.
+        ValueError: for two folders of one name, or photos too small for NIQE at this scale
+            (``s (side - 2) >= 96``; names them).
+    """
+    named = folder_names(folders)
+    listed = {name: list_images(folder) for name, folder in named.items()}
+    _check_real_sizes(listed, scale)
+    upscaler = None if model is None else Upscaler(model, scale)
+    results = {}
+    for name, files in listed.items():
+        per_image, out = {}, None if save is None else Path(save).expanduser() / name
+        for path in tqdm(files, desc=f"{name} x{scale}", disable=not progress, leave=False):
+            outputs = _real_outputs(upscaler, load_image(path), scale)
+            row = {k: niqe_cropped(image, scale, path.name) for k, image in outputs.items()}
+            per_image[path.name] = {"niqe": row.get("niqe", row["niqe_bicubic"]), **row}
+            for key, image in outputs.items() if out is not None else ():
+                method = BICUBIC if key == "niqe_bicubic" else label
+                write_image(image, out / method / f"{path.stem}.png")
+        means = {k: float(np.mean([r[k] for r in per_image.values()])) for k in NIQE_METRICS}
+        results[name] = {
+            **means,
+            "n": len(per_image),
+            "per_image": per_image,
+            "scale": int(scale),
+            "model": label,
+            "checkpoint": checkpoint,
+            "step": int(step),
+            "real": True,
+        }
+    return results
+
+
+def _real_outputs(upscaler: Upscaler | None, lr: np.ndarray, scale: int) -> dict:
+    """``{"niqe": the model's uint8 output, "niqe_bicubic": bicubic's}`` of one LR photo
+    (``"niqe"`` absent without a model)."""
+    outputs = {}
+    if upscaler is not None:  # in tiles of upscale.py's default 256, equal to the untiled result
+        outputs["niqe"] = upscaler(lr, tile=256)
+    bicubic = quantize(bicubic_upscale(lr, scale)).numpy().astype(np.uint8)
+    outputs["niqe_bicubic"] = bicubic
+    return outputs
+
+
+def _check_real_sizes(listed: dict, scale: int) -> None:
+    """Refuse photos whose ``scale`` x output, less ``scale`` pixels of border on each side, is
+    under NIQE's 96 x 96 block (from the headers, before any work)."""
+    small = []
+    for name, files in listed.items():
+        for path in files:
+            h, w = image_size(path)
+            if scale * (min(h, w) - 2) < BLOCK:
+                small.append(f"{name}/{path.name} ({w}x{h})")
+    if small:
+        need = -(-BLOCK // scale) + 2
+        raise ValueError(
+            f"photo(s) too small for NIQE at x{scale} (at least {need} pixels on each side, so "
+            f"that the output less its border holds a {BLOCK}x{BLOCK} block): "
+            f"{', '.join(small)}; remove them"
+        )
 
 
 LR_SET_FILE = "lr_set.json"

@@ -79,7 +79,7 @@ def check(cfg, overrides) -> None:
 
 
 def test_the_groups_are_all_there():
-    assert len(COMBINATIONS) == 3 * 6 * 1 * 3 * 2  # data, model, train, loss, optimizer
+    assert len(COMBINATIONS) == 3 * 7 * 1 * 3 * 2  # data, model, train, loss, optimizer
     assert {"l1", "l2", "charbonnier"} == set(options("loss"))
     assert {"adam", "adamw"} == set(options("optimizer"))
 

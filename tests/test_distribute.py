@@ -125,20 +125,17 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
 def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
     # the replicas' forward and backward passes are XLA clusters; the optimizer's cross-replica
     # update is not (TensorFlow refuses variables of other devices inside a cluster)
-    out = run(
-        train_cmd(
-            folders,
-            tmp_path / "root",
-            "generator",
-            tmp_path / "run",
-            "train.strategy=mirrored",
-            "train.logical_cpus=2",
-            "train.xla=true",
-            "train.steps=2",
-        )
+    # and Real-ESRGAN's degradation made by each replica in its training step
+    # (degradation.device=accelerator), outside the XLA clusters (its sizes are drawn)
+    mirrored = ("train.strategy=mirrored", "train.logical_cpus=2", "train.xla=true", "train.steps=2")
+    on_device = ("degradation=realesrgan", "degradation.device=accelerator", "data.channels=rgb")
+    outs = run_all(
+        train_cmd(folders, tmp_path / "root", "generator", tmp_path / "run", *mirrored),
+        train_cmd(folders, tmp_path / "root", "generator", tmp_path / "acc", *mirrored, *on_device),
     )
-    assert "MirroredStrategy, 2 replica(s)" in out and "final step 2:" in out
-    assert [int(s) for s, _ in LOSS.findall(out)] == [1, 2]
+    for out in outs:
+        assert "MirroredStrategy, 2 replica(s)" in out and "final step 2:" in out
+        assert [int(s) for s, _ in LOSS.findall(out)] == [1, 2]
 
 
 # ------------------------------------------------------------------------------------------------

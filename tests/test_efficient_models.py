@@ -122,14 +122,17 @@ def test_rlfn_attention_pools_so_its_tiles_are_close_not_exact():
         ("rlfn", "generator", "rgb"),
         ("span", "generator", "y"),
         ("span", "tfrecord", "rgb"),
+        ("rrdbnet", "generator", "y"),
+        ("rrdbnet", "tfrecord", "rgb"),
     ],
 )
 def test_train_evaluate_upscale(folders, tmp_path, compose, model, mode, channels):
-    """Each new model trains a few steps in both data modes, Y and RGB, then evaluates and
-    upscales a photo through the scripts users run."""
+    """Each new model (RLFN, SPAN, and ESRGAN's RRDBNet, sized in tests/test_rrdbnet.py) trains a
+    few steps in both data modes, Y and RGB, then evaluates and upscales a photo through the
+    scripts users run."""
     from sr.train.app import run
 
-    small = "model.features=8 model.blocks=2".split()
+    small = "model.features=8 model.blocks=2".split() + ["model.growth=8"] * (model == "rrdbnet")
     shards = [f"data.data_root={tmp_path / 'root'}", "data.num_shards=2"]
     cfg = compose(
         f"model={model}",

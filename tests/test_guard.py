@@ -1,11 +1,11 @@
-"""The divergence guard: its judgement (loss spikes, validation collapse, the rollback target), the
-trainer's rollback (the state of the good checkpoint, the replayed batches, an exact resume after
-it), ``checkpoints/best`` and ``train.clip_norm``."""
+"""The divergence guard in the trainer (its judgement alone: ``tests/test_guard_judgement.py``):
+the rollback (the state of the good checkpoint, the replayed batches, an exact resume after it),
+every run watched (a resume at a diverging rate, an exploding fresh run), ``checkpoints/best``
+and ``train.clip_norm``."""
 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 
@@ -16,96 +16,12 @@ from omegaconf import OmegaConf
 
 from sr.config import ConfigError, validate_train
 from sr.train.checkpoint import build_model, load_model_from_run, make_checkpoint, read_best
-from sr.train.guard import MIN_WINDOW, DivergenceGuard, GuardSettings
+from sr.train.guard import DivergenceGuard
 from sr.train.schedule import ScaledSchedule, make_schedule
 from sr.train.step import clip_by_global_norm
 from tests.conftest import ROOT
 from tests.test_faults import assert_all_finite, checkpoint_steps
 from tests.test_resume import assert_same_state
-
-
-def guard(**kw) -> DivergenceGuard:
-    return DivergenceGuard(GuardSettings(start=0, **kw))
-
-
-# ------------------------------------------------------------------------------------------------
-# Judgement
-# ------------------------------------------------------------------------------------------------
-def test_a_window_mean_above_the_factor_times_the_lowest_is_a_spike():
-    g = guard(loss_factor=2.0, step_factor=1e9)
-    assert g.window(500, 0.03 * 500, 500, 0.05) is None  # first: the reference
-    assert g.window(1000, 0.02 * 500, 500, 0.04) is None
-    assert g.window(1500, 0.039 * 500, 500, 0.05) is None  # 1.95 x the lowest
-    verdict = g.window(2000, 0.041 * 500, 500, 0.05)
-    assert "loss spike" in verdict and "guard_loss_factor=2" in verdict and "0.02" in verdict
-    assert g.accepted_step == 1500 and g.target([1000, 1500]) == 1500
-
-
-def test_one_step_above_the_factor_times_the_previous_mean_is_a_spike():
-    g = guard(loss_factor=1e9, step_factor=5.0)
-    assert g.window(500, 0.02 * 500, 500, 0.09) is None  # no previous window yet
-    assert g.window(1000, 0.02 * 500, 500, 0.099) is None  # 4.95 x
-    assert "guard_step_factor=5" in g.window(1100, 0.02 * 100, 100, 0.101)
-
-
-def test_short_windows_are_pooled_before_their_mean_is_judged():
-    g = guard(loss_factor=2.0, step_factor=1e9)
-    assert g.window(100, 0.02 * 100, 100, 0.03) is None
-    # ten-step windows with a mean of 10x: pooled until MIN_WINDOW steps, then a spike
-    verdicts = [g.window(100 + 10 * k, 0.2 * 10, 10, 0.3) for k in range(1, MIN_WINDOW // 10 + 1)]
-    assert verdicts[:-1] == [None] * (len(verdicts) - 1) and "loss spike" in verdicts[-1]
-    assert g.target([100, 150]) == 100  # the pooled steps are suspect
-
-
-def test_a_non_finite_loss_is_a_spike_and_nothing_is_judged_before_guard_from():
-    g = guard()
-    assert "non-finite" in g.window(10, 1.0, 9, math.inf)
-    early = DivergenceGuard(GuardSettings(start=1000))
-    assert early.window(500, 0.02 * 500, 500, 0.03) is None
-    assert early.window(900, 100.0 * 400, 400, math.inf) is None  # before guard_from
-    assert early.validation(900, 5.0) is None
-
-
-def test_a_validation_more_than_val_drop_below_the_best_is_a_collapse():
-    g = guard(val_drop=3.0)
-    assert g.validation(1000, 28.0) is None and g.validation(2000, 30.2) is None
-    assert g.validation(3000, 27.3) is None  # 2.9 dB below
-    verdict = g.validation(4000, 4.86)
-    assert "validation collapse" in verdict and "30.20" in verdict
-    assert g.validation(5000, float("nan")) is not None
-    assert g.validated_step == 3000
-
-
-def test_the_target_is_the_newest_checkpoint_before_the_first_suspect_step():
-    g = guard(val_drop=3.0)
-    for step in (500, 1000, 1500, 2000):
-        g.window(step, 0.02 * 500, 500, 0.03)
-    assert g.window(2500, 0.02 * 500, 500, 1.0) is not None  # a step spike after 2000
-    assert g.target([1000, 1500, 2000]) == 2000
-    g.validation(1000, 30.0)
-    assert g.validation(2000, 20.0) is not None  # a collapse: back to the last good validation
-    assert g.target([1000, 1500, 2000]) == 1000
-    assert g.target([1500, 2000]) is None  # rotated away
-    g.rolled_back(1000)
-    assert g.accepted_step == 1000
-    # a spike of a pooled mean: back to where the pooled steps begin
-    p = guard(loss_factor=2.0, step_factor=1e9)
-    assert p.window(100, 0.02 * 100, 100, 0.03) is None
-    assert p.window(150, 0.02 * 50, 50, 0.03) is None  # pooled, passed the immediate checks
-    assert p.window(200, 0.2 * 50, 50, 0.3) is not None
-    assert p.target([100, 150]) == 100
-
-
-def test_the_guard_memory_survives_a_round_trip():
-    g = guard()
-    g.window(500, 0.02 * 500, 500, 0.03)
-    g.validation(500, 29.5)
-    h = guard()
-    h.remember(np.asarray(g.memory(), np.float64))
-    assert h.memory() == g.memory() and h.last_mean == 0.02
-    fresh = guard()
-    fresh.remember(guard().memory())
-    assert fresh.last_mean is None and fresh.lowest_mean == math.inf
 
 
 @pytest.mark.parametrize(
@@ -115,6 +31,7 @@ def test_the_guard_memory_survives_a_round_trip():
         ("clip_norm", -1.0, "train.clip_norm must be a number > 0"),
         ("guard_lr_factor", 1.0, "train.guard_lr_factor must be a number in (0, 1)"),
         ("guard_loss_factor", 1.0, "train.guard_loss_factor must be a number > 1"),
+        ("guard_explode_factor", 0.5, "train.guard_explode_factor must be a number > 1"),
         ("guard_val_drop", 0.0, "train.guard_val_drop must be a number > 0"),
         ("guard_max_rollbacks", -1, "train.guard_max_rollbacks must be an integer >= 0"),
     ],
@@ -287,6 +204,25 @@ def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_on
     assert checkpoint_steps(tmp_path / "run") == [12]
 
 
+def test_a_verdict_on_the_last_steps_ends_the_run_on_the_good_checkpoint_and_says_so(
+    folders, tmp_path, compose, monkeypatch, caplog
+):
+    """A spike in the run's last, partial window (steps 11-11 of 11): the run ends on ckpt-8,
+    the newest checkpoint before it, and the warning says so and how to go on."""
+    from sr.train.app import run
+
+    force_a_spike_at(monkeypatch, 11)
+    final = run(compose(*base(folders, tmp_path), "train.steps=11"), tmp_path / "run")
+    assert final["rollbacks"] == 1 and final["step"] == 8
+    said = caplog.text.split("test spike at step 11. Rollback 1 of train.guard_max_rollbacks=3: ")
+    assert said[1].startswith(
+        "restored checkpoints/ckpt-8 (step 8), learning rate x0.5 (train.guard_lr_factor; now "
+        f"x0.5 of the schedule); the run ends on it, at step 8 of train.steps=11: resume="
+        f"{tmp_path / 'run'} trains on from there at the lowered rate"
+    )
+    assert checkpoint_steps(tmp_path / "run") == [4, 8]
+
+
 def test_a_second_rollback_to_an_older_checkpoint_keeps_counting_and_lowering(
     folders, tmp_path, compose, monkeypatch
 ):
@@ -399,3 +335,75 @@ def final_weights(run_dir, cfg) -> list[np.ndarray]:
     path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
     make_checkpoint(model).restore(path).expect_partial()
     return [w.numpy() for w in model.weights]
+
+
+# ------------------------------------------------------------------------------------------------
+# Every run watched: a resumed run at a diverging rate, a fresh run that explodes (in process)
+# ------------------------------------------------------------------------------------------------
+EDSR_TINY = ("model=edsr_lite", "model.blocks=2", "model.features=16")  # its bicubic skip: good
+ESPCN_TINY = ("model=espcn", "model.features=[16,8]")  # its loss stays finite at lr 1e9
+
+
+def watched(folders, model=EDSR_TINY) -> list[str]:
+    """A tiny run with the guard's defaults (guard_from 1000, far beyond its steps)."""
+    return [
+        *model,
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "data=generator",
+        "data.batch_size=4",
+        "train.log_every=5",
+        "train.val_every=10",
+        "train.ckpt_every=10",
+    ]
+
+
+def test_a_resume_at_a_diverging_rate_is_caught_before_guard_from(
+    folders, tmp_path, compose, caplog
+):
+    """The issue's case in small: a good 20-step run resumed with ``train.lr=0.5`` to step 40,
+    ``train.guard_from`` at its default (1000): the first window of the resumed run explodes
+    (a mean loss of about 2,600 against 0.026 here); the guard rolls back to step 20 at half the
+    rate, where it explodes again (about 170), and with ``train.guard_max_rollbacks=1`` the run
+    stops (exit code 4 in train.py) on the good checkpoint of step 20, ``checkpoints/best``
+    untouched."""
+    from sr.train.app import run
+    from sr.train.guard import DivergenceError
+
+    run_dir = tmp_path / "run"
+    run(compose(*watched(folders), "train.steps=20"), run_dir)
+    best = read_best(run_dir)
+    assert best["step"] == 20
+    caplog.clear()
+    cfg = compose(
+        *watched(folders), "train.steps=40", "train.lr=0.5", "train.guard_max_rollbacks=1",
+        f"resume={run_dir}",
+    )  # fmt: skip
+    with pytest.raises(DivergenceError, match="loss explosion") as info:
+        run(cfg, run_dir)
+    assert "after 1 rollback(s)" in str(info.value) and "checkpoints/best" in str(info.value)
+    first = caplog.text.split("Rollback 1 of train.guard_max_rollbacks=1: ")
+    assert "divergence guard: loss explosion: the mean loss of the 5 steps to step 25" in first[0]
+    assert first[1].startswith("restored checkpoints/ckpt-20 (step 20), learning rate x0.5")
+    assert checkpoint_steps(run_dir) == [10, 20]  # the diverged ones are gone
+    assert read_best(run_dir) == best
+
+
+def test_an_exploding_fresh_run_stops_before_guard_from(folders, tmp_path, compose):
+    """``train.lr=1e9`` on a fresh 20-step run (one log window of 100 steps, a checkpoint and a
+    validation due at step 10): the loss explodes by ten orders of magnitude; the steps are
+    judged before the save of step 10, and with no good checkpoint to go back to the run stops
+    there (exit code 4 in train.py) naming the explosion: no checkpoint, and no
+    ``checkpoints/best``, of the diverged weights."""
+    from sr.train.app import run
+    from sr.train.guard import DivergenceError
+
+    cfg = compose(*watched(folders, ESPCN_TINY), "train.steps=20", "train.lr=1e9",
+                  "train.log_every=100")  # fmt: skip
+    with pytest.raises(DivergenceError, match="loss explosion") as info:
+        run(cfg, tmp_path / "run")
+    assert "guard_explode_factor=100" in str(info.value) and "train.lr" in str(info.value)
+    assert "no checkpoint known to be good" in str(info.value)
+    assert "no checkpoints/best yet" in str(info.value)
+    assert info.value.step == 10 and info.value.best is None
+    assert not (tmp_path / "run" / "checkpoints").exists()

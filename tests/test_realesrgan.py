@@ -94,8 +94,8 @@ def test_sinc_kernel_is_the_circular_low_pass():
 
 def test_random_kernels_sum_to_one_on_a_centred_odd_square():
     """60 kernels drawn at once (a batch): each sums to 1 on a centred odd square."""
-    seeds = R.image_seed(3, tf.range(60, dtype=tf.int64))
-    first, second, final = (k.numpy() for k in R.kernels(seeds, R.Params()))
+    _, per_image = R.batch_draws(R.image_seed(3, tf.range(60, dtype=tf.int64)))
+    first, second, final = (k.numpy() for k in R.kernels(per_image, R.Params()))
     sides = set()
     for k in (*first, *second):
         assert abs(k.sum() - 1) < 1e-5
@@ -107,70 +107,83 @@ def test_random_kernels_sum_to_one_on_a_centred_odd_square():
     assert len(sides) >= 5  # the side is drawn
     pulses = sum(np.count_nonzero(k) == 1 for k in final)  # no final sinc: 1 - 0.8 of them
     assert 3 <= pulses <= 25
-    # the same seed, alone: the same kernel (a function of the image's seed, not of the batch)
-    alone = R.kernels(seeds[7:8], R.Params())[0].numpy()[0]
-    np.testing.assert_allclose(alone, first[7], atol=1e-7)
 
 
-@pytest.mark.parametrize("batched", [False, True])
-def test_blur_is_a_reflect_101_correlation(batched):
-    """Both blurs (FFT per image, depthwise convolution per batch) against scipy's correlate
-    with ``mirror`` borders (= PyTorch's reflect = OpenCV's BORDER_REFLECT_101)."""
-    image = crop(40).astype(np.float32) / 255
-    kernel = np.random.default_rng(0).random((21, 21)).astype(np.float32)  # not symmetric
-    kernel /= kernel.sum()
-    if batched:
-        ours = K.blur_batch(tf.constant(image[None]), tf.constant(kernel[None]))[0].numpy()
-    else:
-        ours = K.blur(tf.constant(image), tf.constant(kernel)).numpy()
-    ref = np.stack([ndimage.correlate(image[..., c], kernel, mode="mirror") for c in range(3)], -1)
-    np.testing.assert_allclose(ours, ref, atol=2e-6)
+def test_blur_is_a_reflect_101_correlation():
+    """The batched blur (one depthwise convolution, a kernel per image) against scipy's
+    correlate with ``mirror`` borders (= PyTorch's reflect = OpenCV's BORDER_REFLECT_101)."""
+    images = np.stack([crop(40), crop(40, 10, 20)]).astype(np.float32) / 255
+    kernels = np.random.default_rng(0).random((2, 21, 21)).astype(np.float32)  # not symmetric
+    kernels /= kernels.sum(axis=(1, 2), keepdims=True)
+    ours = K.blur_batch(tf.constant(images), tf.constant(kernels)).numpy()
+    for image, kernel, out in zip(images, kernels, ours):
+        ref = [ndimage.correlate(image[..., c], kernel, mode="mirror") for c in range(3)]
+        np.testing.assert_allclose(out, np.stack(ref, -1), atol=2e-6)
 
 
-def test_gaussian_noise_has_the_drawn_sigma_and_grey_noise_is_one_plane():
-    flat = tf.fill([256, 256, 3], 0.5)
-    for gray in (0.0, 1.0):
-        noisy = R.gaussian_noise(
-            K.Draws.from_seed(tf.constant([1, 2])), flat, (12.0, 12.0), gray
-        ).numpy()
-        noise = (noisy - 0.5) * 255
-        assert abs(noise.std() - 12) < 0.3 and abs(noise.mean()) < 0.3
-        spread = np.abs(noise[..., 0] - noise[..., 1]).max()
-        assert (spread < 1e-4) if gray else (spread > 10)
+def test_gaussian_noise_has_the_drawn_sigma_per_image_and_grey_noise_is_one_plane():
+    flat = tf.fill([2, 256, 256, 3], 0.5)
+    sigma = tf.constant([12.0, 4.0]) / 255
+    for gray in (False, True):
+        noisy = R.gaussian_noise(flat, sigma, tf.constant([gray] * 2), tf.constant([1, 2]))
+        noise = (noisy.numpy() - 0.5) * 255
+        for image, want in zip(noise, (12.0, 4.0)):
+            assert abs(image.std() - want) < 0.03 * want and abs(image.mean()) < 0.3
+            spread = np.abs(image[..., 0] - image[..., 1]).max()
+            assert (spread < 1e-4) if gray else (spread > 3)
 
 
 def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
     """On an image of 256 distinct levels v = 256: noise = Poisson(256 x) / 256 - x, so its mean
-    is 0 and its variance E[x] / 256 (BasicSR's ``generate_poisson_noise_pt``)."""
+    is 0 and its variance E[x] / 256 (BasicSR's ``generate_poisson_noise_pt``); a grey image's
+    noise is one plane, and its levels are those of its luma."""
     ramp = np.repeat(np.linspace(0.2, 0.8, 256, dtype=np.float32)[None], 256, 0)
     ramp[:, :128] = np.linspace(0, 1, 128 * 256).reshape(256, 128)  # all 256 levels present
-    image = tf.constant(np.repeat(ramp[..., None], 3, -1))
-    noisy = R.poisson_noise(K.Draws.from_seed(tf.constant([5, 6])), image, (1.0, 1.0), 0.0).numpy()
-    rounded = np.round(image.numpy() * 255) / 255
-    noise = (noisy - rounded)[:, 128:]  # levels 0.2..0.8: no clipping
-    assert abs(noise.mean()) < 5e-4
-    assert abs(noise.var() / (rounded[:, 128:].mean() / 256) - 1) < 0.05
+    image = tf.constant(np.repeat(ramp[None, ..., None], 3, -1))
+    for gray in (False, True):
+        noisy = R.poisson_noise(image, tf.constant([1.0]), tf.constant([gray]), tf.constant([5, 6]))
+        rounded = np.round(image.numpy() * 255) / 255
+        noise = (noisy.numpy() - rounded)[0, :, 128:]  # levels 0.2..0.8: no clipping
+        assert abs(noise.mean()) < 5e-4
+        assert abs(noise.var() / (rounded[0, :, 128:].mean() / 256) - 1) < 0.05
+        spread = np.abs(noise[..., 0] - noise[..., 2]).max()
+        assert (spread < 1e-6) if gray else (spread > 0.01)
 
 
 # ------------------------------------------------------------------------------------------------
 # The whole degradation
 # ------------------------------------------------------------------------------------------------
-def test_degradation_is_a_function_of_each_elements_seed():
+def test_degradation_is_a_function_of_the_batch_seeds():
     hr = tf.constant(np.repeat(crop(112)[None], 4, 0), tf.float32) / 255.0
     seeds = R.image_seed(7, tf.range(4, dtype=tf.int64))
     lr = R.degrade_batch(hr, S, seeds).numpy()
     assert lr.shape == (4, 28, 28, 3) and lr.dtype == np.float32
     assert lr.min() >= 0 and lr.max() <= 1 and np.abs(lr * 255 - np.round(lr * 255)).max() < 1e-4
     np.testing.assert_array_equal(lr, R.degrade_batch(hr, S, seeds).numpy())  # same seeds
-    for i in range(4):  # the same crop, four elements: four different degradations
-        for j in range(i):
+    for i in range(4):  # the same crop, four elements: four different degradations (per-image
+        for j in range(i):  # kernels, noise and JPEG qualities)
             assert np.abs(lr[i] - lr[j]).mean() > 1 / 255
-    # an element's LR does not depend on its batch: element 2 alone, up to float32 rounding of
-    # the batched first blur (a rounding tie may move one level)
-    alone = R.degrade(hr[2], S, seeds[2]).numpy()
-    assert np.mean(np.abs(alone - lr[2]) > 0.5 / 255) < 0.01
     other_seed = R.degrade_batch(hr, S, R.image_seed(8, tf.range(4, dtype=tf.int64))).numpy()
     assert np.abs(other_seed - lr).mean() > 1 / 255
+
+
+def test_two_jpeg_round_trips_per_image():
+    """Real-ESRGAN compresses each image twice (end of the first stage, and in the final
+    random-order step); its second stage has no JPEG. Counted by the images passed to the JPEG
+    coder over many batches (both final orders, every branch run eagerly)."""
+    seen = []
+
+    def counting(images, quality):
+        seen.append(int(images.shape[0]))
+        assert quality.shape == (images.shape[0],)  # a quality per image
+        return R.libjpeg_batch(images, quality)
+
+    hr = tf.constant(np.stack([crop(64, 10 * i, 20 * i) for i in range(3)]), tf.float32) / 255
+    batches = 12
+    for b in range(batches):
+        R.degrade_batch(hr, S, R.image_seed(1, tf.range(3 * b, 3 * b + 3, dtype=tf.int64)),
+                        jpeg_batch=counting)  # fmt: skip
+    assert sum(seen) / (3 * batches) == 2.0
 
 
 def test_whole_images_of_any_size_and_the_set_seed():
@@ -191,6 +204,13 @@ def test_degradation_config_is_checked_with_the_key_named():
         degradation_named("jpeg")
     with pytest.raises(Exception, match="kernel_size"):  # not a key of the schema-less group
         degradation_named("realesrgan", "+degradation.kernel_size=3")
+    for key, value, why in (
+        ("device", "gpu", "give one of input, accelerator"),
+        ("jpeg", "pillow", "give one of auto, libjpeg, tensorflow"),
+        ("gt_usm", "2", "give true or false"),
+    ):
+        with pytest.raises(ConfigError, match=f"degradation.{key}=.*{why}"):
+            degradation_named("realesrgan", f"degradation.{key}={value}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -255,6 +275,7 @@ STRIPPED = (  # Real-ESRGAN's degradation reduced to its resizes: no blur, noise
     "degradation.noise_range2=[0,0]",
     "degradation.jpeg_range=[100,100]",
     "degradation.jpeg_range2=[100,100]",
+    "degradation.gt_usm=false",
 )
 
 
@@ -277,16 +298,66 @@ def test_the_degraded_lr_is_aligned_with_its_hr(folders, tmp_path):
     assert min(diffs, key=diffs.get) == (0, 0) and diffs[0, 0] < 4, diffs  # aligned, close
 
 
-def test_realesrgan_batches_are_seeded_per_element_and_resume_exactly(folders, tmp_path):
-    src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb")
-    batches = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
-    again = [b[0].numpy() for b, _ in zip(src.dataset(0), range(4))]
-    resumed = next(iter(src.dataset(2)))[0].numpy()
+def _pairs(src, batches):
+    """``(lr, hr)`` numpy of dataset elements: the input pipeline's pairs, or with
+    ``degradation.device=accelerator`` the device stage applied to its clean crops."""
+    stage = src.device_stage()
+    return [tuple(t.numpy() for t in (stage(*b) if stage else b)) for b in batches]
+
+
+@pytest.mark.parametrize("device", ["input", "accelerator"])
+def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device):
+    src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                  f"degradation.device={device}", "degradation.jpeg=libjpeg")  # fmt: skip
+    batches = _pairs(src, [b for b, _ in zip(src.dataset(0), range(4))])
+    again = _pairs(src, [b for b, _ in zip(src.dataset(0), range(4))])
+    resumed = _pairs(src, [next(iter(src.dataset(2)))])[0]
     for a, b in zip(batches, again):
-        np.testing.assert_array_equal(a, b)  # the same seed: the same LR
-    np.testing.assert_array_equal(resumed, batches[2])  # a resume at batch 2 continues exactly
+        np.testing.assert_array_equal(a[0], b[0])  # the same seed: the same LR
+    for a, b in zip(resumed, batches[2]):
+        np.testing.assert_array_equal(a, b)  # a resume at batch 2 continues exactly
+    assert np.abs(batches[0][0] - batches[1][0]).mean() > 1 / 255
     seeds = src.element_seeds(tf.zeros([4, 1]), tf.constant(2, tf.int64)).numpy()
     np.testing.assert_array_equal(seeds[:, 1], [8, 9, 10, 11])  # elements 8..11 of the stream
+
+
+@pytest.mark.parametrize("channels", ["rgb", "y"])
+def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels):
+    """degradation.device=accelerator: the input pipeline yields the flipped clean RGB crops
+    (uint8, with their margin), their gray flags and seeds; the device stage then makes exactly
+    the pairs the input pipeline makes with device=input (same draws, same libjpeg)."""
+    common = ("degradation=realesrgan", f"data.channels={channels}", "degradation.jpeg=libjpeg")
+    on_input = _source(folders, tmp_path, "generator", *common)
+    on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator")
+    assert on_input.device_stage() is None
+    hr, gray, seeds = next(iter(on_device.dataset(0)))
+    assert hr.dtype == tf.uint8 and hr.shape == (4, 112, 112, 3) and gray.shape == (4,)
+    assert seeds.dtype == tf.int64 and seeds.shape == (4, 2)
+    ours = _pairs(on_device, [(hr, gray, seeds)])[0]
+    theirs = _pairs(on_input, [next(iter(on_input.dataset(0)))])[0]
+    c = 1 if channels == "y" else 3
+    assert ours[0].shape == (4, 24, 24, c) and ours[1].shape == (4, 96, 96, c)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
+    """degradation.gt_usm (default true): the HR target is the USM-sharpened crop, rounded to 8
+    bits; false gives the crop itself (the bicubic pairs' HR)."""
+    from sr.core.usm import usm_sharp
+
+    sharp = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                    "degradation.device=accelerator")  # fmt: skip
+    plain = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
+                    "degradation.device=accelerator", "degradation.gt_usm=false")  # fmt: skip
+    assert sharp.degradation.options.gt_usm and not plain.degradation.options.gt_usm
+    hr, gray, seeds = next(iter(sharp.dataset(0)))
+    m = sharp.margin
+    want = np.round(usm_sharp(tf.cast(hr, tf.float32) / 255).numpy() * 255) / 255
+    np.testing.assert_allclose(_pairs(sharp, [(hr, gray, seeds)])[0][1], want[:, m:-m, m:-m])
+    got_plain = _pairs(plain, [(hr, gray, seeds)])[0][1]
+    np.testing.assert_array_equal(got_plain, (hr.numpy()[:, m:-m, m:-m] / np.float32(255)))
+    assert np.abs(want[:, m:-m, m:-m] - got_plain).max() > 5 / 255  # sharpening shows
 
 
 @pytest.mark.parametrize("mode", ["generator", "tfrecord"])

@@ -1,66 +1,85 @@
-"""Real-ESRGAN's high-order degradation in the tf.data graph (``degradation=realesrgan``).
+"""Real-ESRGAN's high-order degradation in TensorFlow ops, a whole batch at a time
+(``degradation=realesrgan``), in the tf.data graph or in the training step on the accelerator.
 
 Source: X. Wang, L. Xie, C. Dong, Y. Shan, "Real-ESRGAN: Training Real-World Blind
 Super-Resolution with Pure Synthetic Data", ICCV Workshops 2021, section 3; its official code
 (``realesrgan/models/realesrnet_model.py`` ``feed_data``, ``realesrgan/data/realesrgan_dataset.py``
-and BasicSR's ``basicsr/data/degradations.py``) and its configuration
-``options/train_realesrnet_x4plus.yml``, whose values are the defaults here and in
+and BasicSR's ``basicsr/data/degradations.py``, ``basicsr/utils/img_process_util.py``) and its
+configuration ``options/train_realesrnet_x4plus.yml``, whose values are the defaults here and in
 ``conf/degradation/realesrgan.yaml``.
 
-The LR of one HR image ``x`` (float RGB in [0, 1]) at scale ``s``, all draws per image:
+A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s`` (:meth:`RealESRGAN.pair`):
 
-1. first stage: blur by a random kernel (:func:`random_kernel`: isotropic or anisotropic
-   Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D sinc; side 7..21),
-   resize by a factor drawn up / down / keep (``resize_prob``, ``resize_range``) with area,
-   bilinear or bicubic interpolation, Gaussian noise (``gaussian_noise_prob``) else Poisson
-   noise, each grey (one plane for all channels) with ``gray_noise_prob``, clip, JPEG of a
-   quality drawn from ``jpeg_range``;
-2. second stage: the same with the ``*2`` parameters, the blur only with ``second_blur_prob``,
-   the resize to ``(H / s) f`` for a drawn factor f;
-3. in random order (one half each): [resize to ``H / s`` + the final sinc filter] then JPEG, or
-   JPEG then [resize + final sinc]; the final sinc is the identity with ``1 - final_sinc_prob``;
+0. with ``gt_usm`` (on, as in every official option file) the HR is sharpened by unsharp
+   masking (``sr.core.usm``); it is the target, and the LR is made from it;
+1. first stage: blur by each image's random kernel (:func:`sr.core.kernels.random_kernel`:
+   isotropic or anisotropic Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D
+   sinc; side 7..21), resize by a factor drawn up / down / keep (``resize_prob``,
+   ``resize_range``) with area, bilinear or bicubic interpolation, Gaussian noise
+   (``gaussian_noise_prob``) else Poisson noise, grey (one plane for all channels) with
+   ``gray_noise_prob``, JPEG of a quality drawn from ``jpeg_range``;
+2. second stage: blur with ``second_blur_prob``, resize to ``(H / s) f`` for a drawn factor f,
+   noise with the ``*2`` parameters, and no JPEG;
+3. in random order (one half each): [resize to ``H / s`` + the final sinc filter] then JPEG
+   (``jpeg_range2``), or JPEG then [resize + final sinc]; the final sinc is the identity with
+   ``1 - final_sinc_prob``;
 4. clip and round to the 8-bit grid.
 
-Where this differs from the official PyTorch code, and why:
+So two JPEG round trips per image. Draws are per batch where ``feed_data`` draws per batch (the
+resize factors and modes, the noise kinds, the second-blur flag, the final order and mode) and
+per image where it draws per image (the kernels, noise sigma, Poisson scale, grey flag, JPEG
+quality): :func:`batch_draws`, a function of the batch's seeds, so a resumed stream is exact.
+Every stage is one op (or a few) on the whole batch: the batch keeps one size through the
+random resizes, as in the official code.
 
-- every draw is per image (the official code draws the resize factor, mode and the noise kind
-  once per batch): each training element is a function of ``(seed, index)`` alone
-  (:meth:`RealESRGAN.degrade`), whatever batch it falls in;
-- bicubic resizing is ``tf.image.resize``'s Keys cubic with a = -0.5 (PyTorch: a = -0.75), and
-  area resizing is TensorFlow's exact area average;
-- JPEG is libjpeg through TensorFlow's encoder and decoder (4:2:0 chroma, as OpenCV and Pillow
-  default to), not the differentiable DiffJPEG approximation; the quality is the drawn value
-  rounded down to an integer;
-- a resized side is at least ``KERNEL_SIZE // 2 + 1`` = 11 pixels, the least the reflect padding
-  of a 21-pixel kernel allows (it only binds for crops under 74 pixels; official crops are 400);
-- the ground truth is not sharpened (``gt_usm``): the HR target is the image itself.
+Where this differs from the official PyTorch code, and why (``docs/data.md`` lists them too):
+
+- resizing is PyTorch's ``interpolate`` exactly (:mod:`sr.core.interpolate`: bicubic a = -0.75,
+  area as adaptive average pooling, the first resize mapped by its scale factor); a resized side
+  is at least ``KERNEL_SIZE // 2 + 1`` = 11 pixels, the least the reflect padding of a 21-pixel
+  kernel allows (it only binds for crops under 74 pixels; official crops are 400);
+- JPEG is libjpeg through TensorFlow's coder (4:2:0 chroma, accurate integer IDCT: Pillow's
+  pixels), or on the accelerator the batched JPEG of ``sr.core.jpeg``, not DiffJPEG; the
+  quality is the drawn value rounded down to an integer (DiffJPEG scales its tables by the
+  real value);
+- the sharpened target is rounded to the 8-bit grid, like every HR target of the project;
+- the degradation runs on training crops with their margin (112 pixels at x4), not on 400-pixel
+  crops cut to 256 afterwards, and there is no training-pair pool (``queue_size``: 180 pairs
+  shuffled across batches): the batches of one step share their per-batch draws.
 
 Blurs pad by reflection (PyTorch's ``reflect``, OpenCV's ``BORDER_REFLECT_101``) as the
-official ``filter2D`` does. Everything is TensorFlow ops, so the degradation runs inside tf.data
-(on tf.data service workers too) with no Python per element.
+official ``filter2D`` does.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import tensorflow as tf
 
+from sr.core import interpolate
 from sr.core.errors import ConfigError
 from sr.core.kernels import (
     KERNEL_SIZE,
     KERNEL_TYPES,
     Draws,
-    blur,
     blur_batch,
     final_sinc,
     random_kernel,
 )
+from sr.core.usm import usm_sharp
 
-RESIZE_MODES = ("area", "bilinear", "bicubic")
+RESIZE_MODES = interpolate.MODES
 """Interpolations of the random resizes, drawn uniformly."""
+
+DEVICES = ("input", "accelerator")
+"""``degradation.device``: where the LR is made (the tf.data pipeline, or the training step)."""
+
+JPEGS = ("auto", "libjpeg", "tensorflow")
+"""``degradation.jpeg``: libjpeg per image (exact, CPU), the batched JPEG in TensorFlow ops
+(``sr.core.jpeg``, any device), or auto: libjpeg on ``input``, TensorFlow on ``accelerator``."""
 
 MIN_SIDE = KERNEL_SIZE // 2 + 1
 """Smallest side (pixels) a resize may produce: reflect padding needs more pixels than it adds."""
@@ -147,78 +166,135 @@ def _check_params(p: Params) -> None:
             bad(key, "give [low, high] with 0 < low <= 1 <= high (half the draws each side of 1)")
 
 
+@dataclass(frozen=True)
+class Options:
+    """How :class:`RealESRGAN` runs, beside its :class:`Params`."""
+
+    gt_usm: bool = True  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
+    # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
+    device: str = field(default="input", metadata={"choices": DEVICES})
+    # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.core.jpeg, any
+    # device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
+    jpeg: str = field(default="auto", metadata={"choices": JPEGS})
+
+
+def _check_options(o: Options) -> None:
+    """Raise ConfigError naming ``degradation.<key>`` for a bad option."""
+    if not isinstance(o.gt_usm, bool):
+        raise ConfigError(f"degradation.gt_usm={o.gt_usm!r}: give true or false")
+    for key, choices in (("device", DEVICES), ("jpeg", JPEGS)):
+        if getattr(o, key) not in choices:
+            raise ConfigError(
+                f"degradation.{key}={getattr(o, key)!r}: give one of {', '.join(choices)}"
+            )
+
+
 # ------------------------------------------------------------------------------------------------
-# Operations on one image [H, W, 3], float32 in [0, 1]
+# The random draws of a batch: per batch where the official code draws per batch, else per image
 # ------------------------------------------------------------------------------------------------
-def resize(image: tf.Tensor, size, mode) -> tf.Tensor:
-    """``image`` ``[H, W, C]`` resized to ``size`` (height, width; each at least
-    :data:`MIN_SIDE`) by ``RESIZE_MODES[mode]`` (int32 scalar tensor), without antialiasing (as
-    PyTorch's ``interpolate``). float32."""
-    size = tf.maximum(tf.cast(size, tf.int32), MIN_SIDE)
-    branches = [
-        lambda m=m: tf.image.resize(image, size, method=m, antialias=False) for m in RESIZE_MODES
-    ]
-    out = tf.switch_case(mode, branches)
-    return tf.ensure_shape(out, [None, None, image.shape[-1]])
+BATCH_DRAWS = 16  # scalar uniforms per batch (12 are taken)
+IMAGE_DRAWS = 48  # uniforms per image (29 for the kernels, 8 for noise and JPEG)
 
 
-def random_resize(draws: Draws, image, stage: dict, base) -> tf.Tensor:
-    """Resize ``base`` (float32 ``[2]``, the size that factor 1 gives) by a factor drawn up (in
-    [1, high]), down (in [low, 1]) or kept, by ``resize_prob``, with a random mode. float32."""
-    lo, hi = stage["resize_range"]
-    kind = draws.choice(stage["resize_prob"])
-    factor = tf.gather(tf.stack([draws.uniform(1.0, hi), draws.uniform(lo, 1.0), 1.0]), kind)
-    size = tf.cast(tf.floor(base * factor), tf.int32)
-    return resize(image, size, draws.choice([1 / 3] * 3))
+def batch_draws(seeds) -> tuple[Draws, Draws]:
+    """The draws of a batch from its seeds (int ``[B, 2]``): ``(per_batch, per_image)``, each
+    vector drawn by one op from a key folded from ``seeds[0]``; so a batch's degradation is a
+    function of its first element's seed, i.e. of ``(stream seed, batch index)``. Per batch
+    (scalars): the resize factors and modes, the noise kinds, the second-blur flag, the final
+    order and mode (``feed_data`` of ``realesrnet_model.py`` draws these with ``random`` and
+    ``np.random`` once per batch). Per image (``[B]``): the kernels, noise sigma, Poisson scale,
+    grey flag and JPEG quality (drawn per sample there too)."""
+    key = tf.random.experimental.stateless_fold_in(tf.cast(seeds[0], tf.int64), 3)
+    per_image_key = tf.random.experimental.stateless_fold_in(key, 1)
+    n = tf.shape(seeds)[0]
+    per_batch = Draws(tf.random.stateless_uniform([BATCH_DRAWS], key), key)
+    uniforms = tf.random.stateless_uniform(tf.stack([n, IMAGE_DRAWS]), per_image_key)
+    return per_batch, Draws(uniforms, per_image_key)
 
 
-def gaussian_noise(draws: Draws, image, sigma_range, gray_prob) -> tf.Tensor:
-    """``image`` + N(0, sigma^2), sigma drawn from ``sigma_range`` (on the 0..255 scale), the same
-    noise plane in every channel with ``gray_prob``; clipped to [0, 1]
-    (``random_add_gaussian_noise_pt``). float32, same shape."""
-    sigma = draws.uniform(*sigma_range) / 255.0
-    shape = tf.shape(image)
-    gray, seed = draws.chance(gray_prob), draws.seed()
-    noise = tf.cond(
-        gray,
-        lambda: tf.random.stateless_normal(tf.concat([shape[:2], [1]], 0), seed),
-        lambda: tf.random.stateless_normal(shape, seed),
+def kernels(draws: Draws, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The three kernels of each image (``realesrgan_dataset.py``): the first and second stages'
+    blurs (:func:`random_kernel`) and the final sinc (:func:`final_sinc`), float32
+    ``[B, 21, 21]`` each, from the per-image draws (``[B, K]`` uniforms)."""
+    return (
+        random_kernel(draws, params.stage(1), params.kernel_sizes),
+        random_kernel(draws, params.stage(2), params.kernel_sizes),
+        final_sinc(draws, params.kernel_sizes, params.final_sinc_prob),
     )
-    return tf.clip_by_value(image + noise * sigma, 0.0, 1.0)
 
 
-def _poisson_plane(seed, image: tf.Tensor) -> tf.Tensor:
-    """Poisson noise of ``image`` (BasicSR ``generate_poisson_noise_pt``): the image rounded to
-    8 bits, ``v = 2^ceil(log2(distinct levels))``, noise = Poisson(image v) / v - image."""
-    levels = tf.cast(tf.clip_by_value(tf.round(image * 255.0), 0.0, 255.0), tf.int32)
+# ------------------------------------------------------------------------------------------------
+# Operations on a batch [B, H, W, 3], float32 in [0, 1]
+# ------------------------------------------------------------------------------------------------
+def random_resize(per_batch: Draws, images, stage: dict, base, factor_given: bool) -> tf.Tensor:
+    """Resize a batch by a factor f drawn up (in [1, high]), down (in [low, 1]) or kept, by
+    ``resize_prob``, to ``floor(base f)`` (at least :data:`MIN_SIDE`), with a mode drawn from
+    area, bilinear, bicubic: PyTorch's ``interpolate`` (:mod:`sr.core.interpolate`), mapping
+    coordinates by f itself when ``factor_given`` (``interpolate(scale_factor=f)``), else by
+    the ratio of the sizes (``interpolate(size=...)``). float32."""
+    lo, hi = stage["resize_range"]
+    kind = per_batch.choice(stage["resize_prob"])
+    factor = tf.gather(tf.stack([per_batch.uniform(1.0, hi), per_batch.uniform(lo, 1.0), 1.0]), kind)
+    mode = per_batch.choice([1 / 3] * 3)
+    size = tf.maximum(tf.cast(tf.floor(base * factor), tf.int32), MIN_SIDE)
+    clamped = tf.cast(size, tf.float32) != tf.floor(base * factor)
+    source = tf.cast(tf.shape(images)[1:3], tf.float32)
+    coords = tf.where(clamped, tf.cast(size, tf.float32) / source, factor)
+    return interpolate.resize(images, size, mode, coords if factor_given else None)
+
+
+def _bcast(v: tf.Tensor) -> tf.Tensor:
+    """A per-image value ``[B]`` as ``[B, 1, 1, 1]``."""
+    return v[:, tf.newaxis, tf.newaxis, tf.newaxis]
+
+
+def gaussian_noise(images, sigma, gray, seed) -> tf.Tensor:
+    """``images`` + N(0, sigma^2) per image (``sigma`` float32 ``[B]`` on [0, 1]), one noise
+    plane for all channels where ``gray`` (bool ``[B]``), clipped to [0, 1]
+    (``random_add_gaussian_noise_pt``). float32, same shape."""
+    noise = tf.random.stateless_normal(tf.shape(images), seed)  # one draw for the batch
+    noise = tf.where(_bcast(gray), noise[..., :1], noise)  # a grey image: channel 0's plane
+    return tf.clip_by_value(images + noise * _bcast(sigma), 0.0, 1.0)
+
+
+def _poisson(seed, images: tf.Tensor) -> tf.Tensor:
+    """Poisson noise of each image (BasicSR ``generate_poisson_noise_pt``): the image rounded to
+    8 bits, ``v = 2^ceil(log2(distinct levels))`` per image, noise = Poisson(image v) / v -
+    image. float32, same shape."""
+    levels = tf.cast(tf.clip_by_value(tf.round(images * 255.0), 0.0, 255.0), tf.int32)
     rounded = tf.cast(levels, tf.float32) / 255.0
-    distinct = tf.math.count_nonzero(tf.math.bincount(tf.reshape(levels, [-1]), minlength=256))
-    vals = tf.pow(2.0, tf.math.ceil(tf.math.log(tf.cast(distinct, tf.float32)) / math.log(2.0)))
-    lam = rounded * vals
-    out = tf.random.stateless_poisson(tf.shape(image), seed, lam, dtype=tf.float32) / vals
-    return out - rounded
+    flat = tf.reshape(levels, tf.stack([tf.shape(images)[0], -1]))
+    counts = tf.math.bincount(flat, minlength=256, maxlength=256, axis=-1)
+    distinct = tf.cast(tf.math.count_nonzero(counts, axis=-1), tf.float32)
+    vals = _bcast(tf.pow(2.0, tf.math.ceil(tf.math.log(distinct) / math.log(2.0))))
+    out = tf.random.stateless_poisson(tf.shape(images), seed, rounded * vals, dtype=tf.float32)
+    return out / vals - rounded
 
 
-def poisson_noise(draws: Draws, image, scale_range, gray_prob) -> tf.Tensor:
-    """``image`` + Poisson noise times a scale from ``scale_range``; with ``gray_prob`` the noise
-    of the grey image (ITU-R BT.601 luma weights, as torchvision's ``rgb_to_grayscale``) in every
-    channel; clipped to [0, 1] (``random_add_poisson_noise_pt``). float32, same shape."""
-    scale = draws.uniform(*scale_range)
-    gray, seed = draws.chance(gray_prob), draws.seed()
-    luma = tf.tensordot(image, tf.constant([0.2989, 0.587, 0.114]), 1)[..., tf.newaxis]
-    noise = tf.cond(gray, lambda: _poisson_plane(seed, luma), lambda: _poisson_plane(seed, image))
-    return tf.clip_by_value(image + noise * scale, 0.0, 1.0)
+def poisson_noise(images, scale, gray, seed) -> tf.Tensor:
+    """``images`` + Poisson noise times ``scale`` (float32 ``[B]``); where ``gray`` (bool
+    ``[B]``) the noise of the grey image (ITU-R BT.601 luma weights, as torchvision's
+    ``rgb_to_grayscale``) in every channel; clipped to [0, 1] (``random_add_poisson_noise_pt``,
+    which computes both and mixes them too). float32, same shape."""
+    luma = tf.tensordot(images, tf.constant([0.2989, 0.587, 0.114]), 1)[..., tf.newaxis]
+    # one draw for the batch: a grey image's luma in all three channels, channel 0's noise kept
+    source = tf.where(_bcast(gray), tf.broadcast_to(luma, tf.shape(images)), images)
+    noise = _poisson(seed, source)
+    noise = tf.where(_bcast(gray), noise[..., :1], noise)
+    return tf.clip_by_value(images + noise * _bcast(scale), 0.0, 1.0)
 
 
-def random_noise(draws: Draws, image, stage: dict) -> tf.Tensor:
-    """Gaussian noise with ``gaussian_noise_prob``, else Poisson noise (each branch with seeds of
-    its own, split before the choice)."""
-    gauss = draws.chance(stage["gaussian_noise_prob"])
-    g, p = draws.fork(), draws.fork()
+def random_noise(per_batch: Draws, per_image: Draws, images, stage: dict) -> tf.Tensor:
+    """Gaussian noise with ``gaussian_noise_prob`` (one draw per batch), else Poisson noise;
+    sigma, scale and the grey flag per image."""
+    gauss = per_batch.chance(stage["gaussian_noise_prob"])
+    sigma = per_image.uniform(*stage["noise_range"]) / 255.0
+    scale = per_image.uniform(*stage["poisson_scale_range"])
+    gray, seed = per_image.chance(stage["gray_noise_prob"]), per_image.seed()
     return tf.cond(
         gauss,
-        lambda: gaussian_noise(g, image, stage["noise_range"], stage["gray_noise_prob"]),
-        lambda: poisson_noise(p, image, stage["poisson_scale_range"], stage["gray_noise_prob"]),
+        lambda: gaussian_noise(images, sigma, gray, seed),
+        lambda: poisson_noise(images, scale, gray, seed),
     )
 
 
@@ -235,115 +311,91 @@ def jpeg(image: tf.Tensor, quality) -> tf.Tensor:
     return tf.ensure_shape(tf.cast(out, tf.float32) / 255.0, image.shape)
 
 
-def random_jpeg(draws: Draws, image, jpeg_range) -> tf.Tensor:
-    """:func:`jpeg` at a quality drawn from ``jpeg_range`` (rounded down)."""
-    return jpeg(image, tf.cast(tf.floor(draws.uniform(*jpeg_range)), tf.int32))
+def libjpeg_batch(images: tf.Tensor, quality: tf.Tensor) -> tf.Tensor:
+    """:func:`jpeg` of each image of a batch ``[B, H, W, 3]`` at its quality (int32 ``[B]``):
+    libjpeg, exact, on the CPU (two ops per image)."""
+    return tf.map_fn(
+        lambda a: jpeg(a[0], a[1]),
+        (images, quality),
+        fn_output_signature=tf.TensorSpec(images.shape[1:], tf.float32),
+    )
+
+
+def _quality(per_image: Draws, jpeg_range) -> tf.Tensor:
+    """A JPEG quality per image, drawn from ``jpeg_range`` and rounded down: int32 ``[B]``."""
+    return tf.cast(tf.floor(per_image.uniform(*jpeg_range)), tf.int32)
 
 
 # ------------------------------------------------------------------------------------------------
-# The two-stage degradation
+# The two-stage degradation of a batch
 # ------------------------------------------------------------------------------------------------
-def _stage(draws: Draws, image, stage: dict, kernel, blur_prob: float, base) -> tf.Tensor:
-    """The second stage: blur with ``blur_prob``, random resize of ``base``, noise, JPEG."""
-    image = tf.cond(draws.chance(blur_prob), lambda: blur(image, kernel), lambda: image)
-    image = random_resize(draws, image, stage, base)
-    image = random_noise(draws, image, stage)
-    return random_jpeg(draws, image, stage["jpeg_range"])
-
-
-KERNEL_DRAWS = 32  # uniforms per image for its three kernels (29 are taken)
-
-
-def kernels(seeds, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """The three kernels of each image (``realesrgan_dataset.py``): the first and second stages'
-    blurs (:func:`random_kernel`) and the final sinc (:func:`final_sinc`), float32
-    ``[B, 21, 21]`` each, computed for the whole batch at once from the images' uniforms.
-
-    Args:
-        seeds: int ``[B, 2]``, the images' seeds.
-    """
-    seeds = tf.cast(seeds, tf.int64)
-    uniforms = tf.map_fn(
-        lambda s: tf.random.stateless_uniform(
-            [KERNEL_DRAWS], tf.random.experimental.stateless_fold_in(s, 1)
-        ),
-        seeds,
-        fn_output_signature=tf.TensorSpec([KERNEL_DRAWS], tf.float32),
-    )
-    draws = Draws(uniforms)
-    return (
-        random_kernel(draws, params.stage(1), params.kernel_sizes),
-        random_kernel(draws, params.stage(2), params.kernel_sizes),
-        final_sinc(draws, params.kernel_sizes, params.final_sinc_prob),
-    )
-
-
-def _after_first_blur(x, seed, kernel2, sinc, out_size, params: Params) -> tf.Tensor:
-    """Steps after the first blur of one image ``[H, W, 3]``: the first stage's resize, noise
-    and JPEG, the second stage, the final sinc and JPEG in random order, 8-bit rounding."""
-    draws = Draws.from_seed(tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), 2))
-    one, two = params.stage(1), params.stage(2)
-    x = random_resize(draws, x, one, tf.cast(tf.shape(x)[:2], tf.float32))
-    x = random_jpeg(draws, random_noise(draws, x, one), one["jpeg_range"])
-    x = _stage(draws, x, two, kernel2, params.second_blur_prob, tf.cast(out_size, tf.float32))
-
-    def resize_and_sinc(y, mode):
-        return blur(resize(y, out_size, mode), sinc)
-
-    quality = tf.cast(tf.floor(draws.uniform(*params.jpeg_range2)), tf.int32)
-    mode = draws.choice([1 / 3] * 3)
-    out = tf.cond(
-        draws.chance(0.5),
-        lambda: jpeg(resize_and_sinc(x, mode), quality),  # [resize + sinc] then JPEG
-        lambda: resize_and_sinc(jpeg(x, quality), mode),  # JPEG then [resize + sinc]
-    )
-    return tf.clip_by_value(tf.round(out * 255.0), 0.0, 255.0) / 255.0
-
-
-def degrade_batch(hr: tf.Tensor, scale: int, seeds, params: Params = Params()) -> tf.Tensor:
-    """The LR of each image of a batch by Real-ESRGAN's two-stage degradation (module
-    docstring), image i a function of ``seeds[i]`` alone.
-
-    The kernels are drawn per image, the first blur runs on the whole batch at once
-    (:func:`blur_batch`), the rest per image (sizes differ after the random resizes).
+def degrade_batch(
+    hr: tf.Tensor, scale: int, seeds, params: Params = Params(), jpeg_batch=None
+) -> tf.Tensor:
+    """The LR of a batch by Real-ESRGAN's two-stage degradation (module docstring), every stage
+    one op (or one small group of ops) on the whole batch, as ``feed_data`` runs it on the GPU.
 
     Args:
         hr: float32 ``[B, H, W, 3]`` RGB in [0, 1]; H, W multiples of ``scale``, at least
             ``scale * MIN_SIDE``.
         scale: s, the SR factor.
-        seeds: int ``[B, 2]`` stateless seeds (:func:`image_seed`).
+        seeds: int ``[B, 2]`` stateless seeds (:func:`image_seed`); the batch's draws are a
+            function of them (:func:`batch_draws`).
         params: the ranges and probabilities (:class:`Params`).
+        jpeg_batch: the JPEG of a batch, ``(images [B, H, W, 3], quality int32 [B]) -> images``:
+            :func:`libjpeg_batch` (None, the default) or ``sr.core.jpeg.jpeg_batch``.
 
     Returns:
         float32 ``[B, H / s, W / s, 3]`` in [0, 1] on the 8-bit grid (k / 255).
     """
     hr = tf.convert_to_tensor(hr, tf.float32)
-    seeds = tf.cast(seeds, tf.int64)
-    k1, k2, sinc = kernels(seeds, params)
-    x = blur_batch(hr, k1)
+    jpeg_batch = jpeg_batch or libjpeg_batch
+    per_batch, per_image = batch_draws(seeds)
+    k1, k2, sinc = kernels(per_image, params)
+    one, two = params.stage(1), params.stage(2)
+    source = tf.cast(tf.shape(hr)[1:3], tf.float32)
     out_size = tf.shape(hr)[1:3] // scale
-    out = tf.map_fn(
-        lambda a: _after_first_blur(*a, out_size, params),
-        (x, seeds, k2, sinc),
-        fn_output_signature=tf.TensorSpec([None, None, 3], tf.float32),
+    # the first stage: blur, resize, noise, JPEG
+    x = random_resize(per_batch, blur_batch(hr, k1), one, source, factor_given=True)
+    x = random_noise(per_batch, per_image, x, one)
+    x = jpeg_batch(tf.clip_by_value(x, 0.0, 1.0), _quality(per_image, one["jpeg_range"]))
+    # the second stage: blur (with second_blur_prob), resize, noise; no JPEG of its own
+    blur2 = per_batch.chance(params.second_blur_prob)
+    x = tf.cond(blur2, lambda: blur_batch(x, k2), lambda: x)
+    x = random_resize(per_batch, x, two, source / scale, factor_given=False)
+    x = random_noise(per_batch, per_image, x, two)
+    # [resize to H / s + the final sinc] and the last JPEG, in random order
+    resize_first, mode = per_batch.chance(0.5), per_batch.choice([1 / 3] * 3)
+    quality = _quality(per_image, params.jpeg_range2)
+
+    def resize_and_sinc(y):
+        return blur_batch(interpolate.resize(y, out_size, mode), sinc)
+
+    def compress(y):
+        return jpeg_batch(tf.clip_by_value(y, 0.0, 1.0), quality)
+
+    out = tf.cond(
+        resize_first, lambda: compress(resize_and_sinc(x)), lambda: resize_and_sinc(compress(x))
     )
+    out = tf.clip_by_value(tf.round(out * 255.0), 0.0, 255.0) / 255.0
     if hr.shape[1] is not None and hr.shape[2] is not None:
         out = tf.ensure_shape(out, [hr.shape[0], hr.shape[1] // scale, hr.shape[2] // scale, 3])
     return out
 
 
-def degrade(hr: tf.Tensor, scale: int, seed, params: Params = Params()) -> tf.Tensor:
+def degrade(hr: tf.Tensor, scale: int, seed, params: Params = Params(), jpeg_batch=None):
     """:func:`degrade_batch` of one image: float32 ``[H, W, 3]`` in [0, 1] and an int ``[2]``
     seed to float32 ``[H / s, W / s, 3]`` on the 8-bit grid."""
     hr = tf.convert_to_tensor(hr, tf.float32)
     seed = tf.convert_to_tensor(seed)
-    return degrade_batch(hr[tf.newaxis], scale, seed[tf.newaxis], params)[0]
+    return degrade_batch(hr[tf.newaxis], scale, seed[tf.newaxis], params, jpeg_batch)[0]
 
 
 class RealESRGAN:
     """``degradation=realesrgan``: Real-ESRGAN's LR synthesis (module docstring), from RGB HR.
 
-    Keyword args: the fields of :class:`Params` (lists are accepted for tuples), as written in
+    Keyword args: the fields of :class:`Params` (lists are accepted for tuples) and of
+    :class:`Options` (``gt_usm``, ``device``, ``jpeg``), as written in
     ``conf/degradation/realesrgan.yaml``.
 
     Raises:
@@ -354,28 +406,76 @@ class RealESRGAN:
     needs_rgb = True  # made from the RGB HR (colour noise, JPEG chroma): sources keep 3 channels
 
     def __init__(self, **params):
-        unknown = set(params) - {f.name for f in fields(Params)}
+        options = {f.name for f in fields(Options)}
+        known = {f.name for f in fields(Params)} | options
+        unknown = set(params) - known
         if unknown:
             raise ConfigError(
                 f"degradation.{sorted(unknown)[0]} is not a key of degradation=realesrgan: "
-                f"remove it (keys: {', '.join(f.name for f in fields(Params))})"
+                f"remove it (keys: {', '.join(sorted(known))})"
             )
+        self.options = Options(**{k: v for k, v in params.items() if k in options})
+        _check_options(self.options)
         self.params = Params(**{k: tuple(v) if isinstance(v, list | tuple) else v
-                                for k, v in params.items()})  # fmt: skip
+                                for k, v in params.items() if k not in options})  # fmt: skip
         _check_params(self.params)
 
+    @property
+    def device(self) -> str:
+        """``input`` (the LR is made in the tf.data pipeline) or ``accelerator`` (in the
+        training step, on the model's device)."""
+        return self.options.device
+
     def identity(self) -> dict:
-        """What the LR is a function of besides the seed: the name and every parameter."""
-        return {"name": self.name, **asdict(self.params)}
+        """What the LR is a function of besides the seed: the name, every parameter, and the
+        sharpened target (``gt_usm``) and JPEG coder when they are not the defaults of runs saved
+        before they existed."""
+        extra = {} if self.options.gt_usm is False else {"gt_usm": True}
+        coder = self.jpeg_coder()
+        return {"name": self.name, **asdict(self.params), **extra,
+                **({"jpeg": coder} if coder != "libjpeg" else {})}  # fmt: skip
+
+    def jpeg_coder(self) -> str:
+        """``libjpeg`` or ``tensorflow``: ``degradation.jpeg``, with ``auto`` resolved by the
+        device (libjpeg in the input pipeline, the batched TensorFlow JPEG on an accelerator)."""
+        if self.options.jpeg != "auto":
+            return self.options.jpeg
+        return "tensorflow" if self.options.device == "accelerator" else "libjpeg"
+
+    def _jpeg_fn(self):
+        if self.jpeg_coder() == "libjpeg":
+            return libjpeg_batch
+        from sr.core.jpeg import jpeg_batch  # the batched JPEG in TensorFlow ops
+
+        return jpeg_batch
 
     def degrade(self, hr: tf.Tensor, scale: int, seeds) -> tf.Tensor:
-        """:func:`degrade_batch` with this object's parameters (float32 ``[B, H, W, 3]`` in
-        [0, 1] and int ``[B, 2]`` seeds to float32 ``[B, H / s, W / s, 3]`` on the 8-bit
-        grid)."""
-        return degrade_batch(hr, scale, seeds, self.params)
+        """:func:`degrade_batch` with this object's parameters and JPEG coder (float32
+        ``[B, H, W, 3]`` in [0, 1] and int ``[B, 2]`` seeds to float32 ``[B, H / s, W / s, 3]``
+        on the 8-bit grid); no sharpening."""
+        return degrade_batch(hr, scale, seeds, self.params, self._jpeg_fn())
+
+    def pair(self, hr: tf.Tensor, scale: int, seeds) -> tuple[tf.Tensor, tf.Tensor]:
+        """A training pair of a batch, as ``feed_data``: with ``gt_usm`` the HR is sharpened
+        (``sr.core.usm.usm_sharp``, rounded to the 8-bit grid like a saved image) and the LR is
+        made from the sharpened HR.
+
+        Args:
+            hr: float32 ``[B, H, W, 3]`` RGB in [0, 1] on the 8-bit grid.
+            scale, seeds: as :meth:`degrade`.
+
+        Returns:
+            ``(lr, target)``: float32 ``[B, H / s, W / s, 3]`` and ``[B, H, W, 3]`` in [0, 1]
+            on the 8-bit grid.
+        """
+        hr = tf.convert_to_tensor(hr, tf.float32)
+        if self.options.gt_usm:
+            hr = tf.round(usm_sharp(hr) * 255.0) / 255.0
+        return self.degrade(hr, scale, seeds), hr
 
     def lr_image(self, hr: np.ndarray, scale: int, seed: int, index: int) -> np.ndarray:
-        """The degraded LR of a whole HR image, for a fixed degraded test set.
+        """The degraded LR of a whole HR image, for a fixed degraded test set (made from the
+        HR as it is: real LR photos are not made from sharpened ones).
 
         Args:
             hr: uint8 ``[H, W, 3]`` RGB, H and W multiples of ``scale`` (modcropped).

@@ -105,8 +105,8 @@ def made_pairs(
 
     The crop is flipped, its LR made by ``degradation`` (``sr.core.degrade.Bicubic``: the
     bicubic operator of each channel, :func:`rgb_lr`; ``sr.core.realesrgan.RealESRGAN``: its
-    degradation of the whole crop, each crop from its own seed), then the margin is cut from
-    both (``m`` HR pixels, ``m / s`` LR pixels). With ``channels="y"`` the pairs are then the
+    ``pair`` of the whole batch, :func:`degraded_pairs`), then the margin is cut from both
+    (``m`` HR pixels, ``m / s`` LR pixels). With ``channels="y"`` the pairs are then the
     unrounded Y of the 8-bit LR (the model input of ``sr.evaluation.prepare``) and the rounded
     Y of the HR, as in :func:`rgb_pairs`; a gray image's crops keep their own value (the LR's
     ``sr.core.color.gray_of``, for an LR whose colour noise made the channels differ).
@@ -117,8 +117,9 @@ def made_pairs(
         scale, margin: s and m.
         flips: ``(flip_v, flip_h, transpose or None)`` bool ``[B]`` (:func:`random_masks`).
         channels: ``"y"`` or ``"rgb"``.
-        degradation: an object with ``name`` and, unless bicubic, ``degrade(hr float32
-            [B, c, c, 3] in [0, 1], scale, seeds int64 [B, 2])`` to ``[B, c / s, c / s, 3]``.
+        degradation: an object with ``name`` and, unless bicubic, ``pair(hr float32
+            [B, c, c, 3] in [0, 1], scale, seeds int64 [B, 2])`` to ``(lr [B, c / s, c / s, 3],
+            target [B, c, c, 3])``.
         seeds: int64 ``[B, 2]``, the degradation's seed of each crop.
 
     Returns:
@@ -126,23 +127,50 @@ def made_pairs(
         (Y) or 3 (RGB); the LR on the 8-bit grid for RGB.
     """
     flips = tuple(flips)
-    if degradation.name == "bicubic":
-        lr = rgb_lr(hr, scale, margin, flips) / 255.0
+    if degradation.name != "bicubic":
         hr = flip_batch(hr, flips)
-    else:
-        hr = flip_batch(hr, flips)
-        lr = degradation.degrade(tf.cast(hr, tf.float32) / 255.0, scale, seeds)
-        if margin:
-            m = margin // scale
-            lr = lr[:, m:-m, m:-m, :]
+        return degraded_pairs(hr, gray, scale, margin, channels, degradation, seeds)
+    lr = rgb_lr(hr, scale, margin, flips) / 255.0  # the margin already cut
+    hr = tf.cast(flip_batch(hr, flips), tf.float32) / 255.0
     if margin:
         hr = hr[:, margin:-margin, margin:-margin, :]
+    return _cut_and_convert(lr, hr, gray, scale, 0, channels)
+
+
+def degraded_pairs(
+    hr: tf.Tensor, gray: tf.Tensor, scale: int, margin: int, channels: str, degradation, seeds
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The degradation's pairs of flipped RGB crops: :func:`made_pairs` after the flips. It
+    runs in the input pipeline, or, with ``degradation.device=accelerator``, in the training
+    step on the model's device (``sr.data.source.PatchSource.device_stage``).
+
+    Args:
+        hr: uint8 ``[B, c, c, 3]`` flipped RGB crops; gray, scale, margin, channels,
+            degradation, seeds: as :func:`made_pairs`.
+
+    Returns:
+        ``(lr, hr)`` as :func:`made_pairs`; the HR is the degradation's target (sharpened with
+        ``degradation.gt_usm``).
+    """
+    lr, target = degradation.pair(tf.cast(hr, tf.float32) / 255.0, scale, seeds)
+    return _cut_and_convert(lr, target, gray, scale, margin, channels)
+
+
+def _cut_and_convert(lr, hr, gray, scale: int, margin: int, channels: str):
+    """The margin cut from float RGB ``lr`` and ``hr`` in [0, 1] on the 8-bit grid, then for
+    ``channels="y"`` the unrounded Y of the LR and the rounded Y of the HR (gray crops: their
+    gray)."""
+    if margin:
+        m = margin // scale
+        lr = lr[:, m:-m, m:-m, :]
+        hr = hr[:, margin:-margin, margin:-margin, :]
     if channels == "rgb":
-        return lr, tf.cast(hr, tf.float32) / 255.0
+        return lr, hr
     is_gray = gray[:, tf.newaxis, tf.newaxis, tf.newaxis]
-    gray = tf.cast(gray_of(lr * 255.0), tf.float32) / 255.0
-    lr_y = tf.where(is_gray, gray, tf.cast(y_of(lr * 255.0), tf.float32) / 255.0)
-    hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
+    lr_gray = tf.cast(gray_of(lr * 255.0), tf.float32) / 255.0
+    lr_y = tf.where(is_gray, lr_gray, tf.cast(y_of(lr * 255.0), tf.float32) / 255.0)
+    levels = tf.cast(tf.round(hr * 255.0), tf.uint8)
+    hr_y = tf.where(is_gray, levels[..., :1], y_rounded(levels))
     return lr_y, tf.cast(hr_y, tf.float32) / 255.0
 
 

@@ -34,10 +34,10 @@ import tensorflow as tf
 from omegaconf import MISSING
 from PIL import Image
 
-from sr.core.degrade import Bicubic, crop_margin, min_hr_size
+from sr.core.degrade import Bicubic, crop_margin, flip_batch, min_hr_size
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.core.realesrgan import image_seed
-from sr.data.pairs import made_pairs, make_pairs, random_masks
+from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
 
 LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
 CHANNELS = ("y", "rgb")  # data.channels: what the model sees and makes, Y or RGB
@@ -407,15 +407,19 @@ class PatchSource(abc.ABC):
             flip_v, flip_h, transpose = random_masks(
                 batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)
             )
+            flips = (flip_v, flip_h, transpose if self.rot90 else None)  # as make_pairs
+            seeds = self.element_seeds(batch["hr"], index, pipeline)
+            if self.device_stage() is not None:  # the LR is made in the training step
+                return flip_batch(batch["hr"], flips), batch["gray"], seeds
             return made_pairs(
                 batch["hr"],
                 batch["gray"],
                 self.scale,
                 self.margin,
-                (flip_v, flip_h, transpose if self.rot90 else None),  # as make_pairs
+                flips,
                 self.channels,
                 self.degradation,
-                self.element_seeds(batch["hr"], index, pipeline),
+                seeds,
             )
         return make_pairs(
             batch["hr"],
@@ -427,6 +431,22 @@ class PatchSource(abc.ABC):
             seed=self.flip_seed(index, pipeline),
             gray=batch.get("gray"),
         )
+
+    def device_stage(self):
+        """The part of the pair stage that runs in the training step, on the model's device:
+        None when the input pipeline makes whole pairs (the default); with
+        ``degradation.device=accelerator`` a function ``(hr uint8 [B, c, c, 3], gray bool [B],
+        seeds int64 [B, 2]) -> (lr, hr)`` (``sr.data.pairs.degraded_pairs``), the input pipeline
+        then yielding those flipped clean crops (a GPU's input pipeline only decodes, crops and
+        flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU."""
+        if getattr(self.degradation, "device", "input") != "accelerator":
+            return None
+
+        def stage(hr, gray, seeds):
+            args = (self.scale, self.margin, self.channels, self.degradation)
+            return degraded_pairs(hr, gray, *args, seeds)
+
+        return stage
 
     def flip_seed(self, index: tf.Tensor | None, pipeline: int = 0) -> tf.Tensor | None:
         """The stateless seed of a batch's flips: int64 ``[2]`` ``(stream_seed, index)``, with

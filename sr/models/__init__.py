@@ -7,6 +7,7 @@ from sr.models.espcn import build_espcn
 from sr.models.espcn_mf import build_espcn_mf
 from sr.models.layers import PixelShuffle
 from sr.models.rlfn import build_rlfn
+from sr.models.rrdbnet import build_rrdbnet
 from sr.models.span import build_span
 
 __all__ = [
@@ -15,5 +16,6 @@ __all__ = [
     "build_espcn",
     "build_espcn_mf",
     "build_rlfn",
+    "build_rrdbnet",
     "build_span",
 ]

@@ -26,6 +26,21 @@ class PixelShuffle(keras.layers.Layer):
         return {**super().get_config(), "factor": self.factor}
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class LeakyReLU(keras.layers.LeakyReLU):
+    """``max(x, a x)``: ``keras.layers.LeakyReLU`` (same config, values and gradients) for
+    0 < a < 1, per pixel (the tiler reads it as such).
+
+    TensorFlow 2.21's graph optimizer (grappler's remapper) fails on the gradient of
+    ``LeakyRelu`` after a convolution with a bias ("remapper failed: ... Mutation::Apply error"
+    logged at every trace) and then drops its other fusions of the graph; ``maximum`` is fused
+    normally and gives the same values and gradients (``tests/test_efficient_models.py``).
+    """
+
+    def call(self, x):
+        return keras.ops.maximum(x, self.negative_slope * x)
+
+
 def upscale_taps(factor: int) -> np.ndarray:
     """The taps of an integer bicubic upscaling along one axis with half-pixel centres: float64
     ``[5, factor]``, column r the weights of input pixels k - 2 .. k + 2 for output pixel

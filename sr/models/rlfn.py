@@ -29,7 +29,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
+from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D, float32_output
 
 MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
 
@@ -41,27 +41,6 @@ class ResizeLike(keras.layers.Layer):
 
     def call(self, x, like):
         return tf.image.resize(x, tf.shape(like)[1:3], method="bilinear")
-
-
-@keras.saving.register_keras_serializable(package="sr")
-class LeakyReLU(keras.layers.Layer):
-    """``max(x, a x)``: leaky ReLU for 0 < a < 1, as ``keras.layers.LeakyReLU``.
-
-    TensorFlow 2.21's graph optimizer (grappler's remapper) fails on the gradient of
-    ``LeakyRelu`` after a convolution with a bias ("remapper failed: ... Mutation::Apply error"
-    logged at every trace) and then drops its other fusions of the graph; ``maximum`` is fused
-    normally and gives the same values and gradients (``tests/test_efficient_models.py``).
-    """
-
-    def __init__(self, negative_slope: float = 0.05, **kwargs):
-        super().__init__(**kwargs)
-        self.negative_slope = float(negative_slope)
-
-    def call(self, x):
-        return keras.ops.maximum(x, self.negative_slope * x)
-
-    def get_config(self):
-        return {**super().get_config(), "negative_slope": self.negative_slope}
 
 
 def esa(x, features: int, esa_channels: int = 16):

@@ -37,9 +37,10 @@ class GuardSettings:
     """The ``train.guard*`` keys (defaults and ranges: ``sr.config.TrainConfig``)."""
 
     enabled: bool = True
-    start: int = 1000  # guard_from
+    warmup: int = 1000  # guard_from: steps after the run's own first step
     loss_factor: float = 2.0
     step_factor: float = 5.0
+    explode_factor: float = 100.0
     val_drop: float = 3.0  # dB
     lr_factor: float = 0.5
     max_rollbacks: int = 3
@@ -49,9 +50,10 @@ class GuardSettings:
         """From the ``train`` node of the config."""
         return cls(
             enabled=bool(t.guard),
-            start=int(t.guard_from),
+            warmup=int(t.guard_from),
             loss_factor=float(t.guard_loss_factor),
             step_factor=float(t.guard_step_factor),
+            explode_factor=float(t.guard_explode_factor),
             val_drop=float(t.guard_val_drop),
             lr_factor=float(t.guard_lr_factor),
             max_rollbacks=int(t.guard_max_rollbacks),
@@ -60,24 +62,34 @@ class GuardSettings:
 
 class DivergenceGuard:
     """Judges each log window's loss and each validation, and remembers the steps whose
-    checkpoints are known to be good.
+    checkpoints are known to be good. Three rules, each with its own start:
 
-    A **loss spike** is a window (the ``train.log_every`` steps since the last timing line, or
-    several, to at least :data:`MIN_WINDOW` steps) whose mean loss exceeds ``loss_factor`` x the
-    lowest window mean so far, or a step whose loss exceeds ``step_factor`` x the mean of the
-    previous accepted window. A
-    **validation collapse** is a validation PSNR (of the trained weights, dB) more than
-    ``val_drop`` dB below the best so far. Neither is judged before step ``start`` (the first
-    steps' loss falls fast and erratically). A non-finite window mean is a spike.
+    - An **explosion**, judged from the run's first window on: a log window (unpooled) whose
+      mean loss exceeds ``explode_factor`` x the reference, the lowest of the loss of the run's
+      own first step (the loss of the weights it started from, before any update) and of every
+      window mean so far (a resumed run's included, :meth:`remember`). A loss that grows by
+      orders of magnitude is no warm-up noise, so ``train.guard_from`` does not delay it.
+    - A **validation collapse**, judged as soon as a best exists (a resumed run's best from
+      ``checkpoints/best``): a validation PSNR (of the trained weights, dB) more than
+      ``val_drop`` dB below the best so far, or NaN. ``val_drop`` is the margin for noise: a
+      smaller drop, early or late, is accepted.
+    - A **loss spike**, judged from ``warmup`` (``train.guard_from``) steps after the run's own
+      first step (:meth:`begin`; for a resumed run, the step it resumed at): a window (the
+      ``train.log_every`` steps since the last timing line, or several, to at least
+      :data:`MIN_WINDOW` steps) whose mean loss exceeds ``loss_factor`` x the lowest window mean
+      so far, or a step whose loss exceeds ``step_factor`` x the mean of the previous accepted
+      window, or a non-finite loss (before then, the trainer's non-finite check stops the run).
 
     The rollback target of a verdict is the newest checkpoint at or before the last step known
-    good: for a step spike or a non-finite loss, the end of the last window that passed; for a
-    spike of a pooled mean, where the pooled steps begin; for a collapse, the last accepted
-    validation (:meth:`target`).
+    good: for an explosion, a step spike or a non-finite loss, the end of the last window that
+    passed; for a spike of a pooled mean, where the pooled steps begin; for a collapse, the last
+    accepted validation (:meth:`target`).
     """
 
     def __init__(self, settings: GuardSettings):
         self.settings = settings
+        self.origin = 0  # the step the run (this process) started from
+        self.reference = math.inf  # the first step's loss (the explosion rule's, with the means)
         self.lowest_mean = math.inf
         self.last_mean: float | None = None  # the previous accepted window's mean loss
         self.best_psnr = -math.inf
@@ -87,23 +99,36 @@ class DivergenceGuard:
         self.validated_step = 0  # the last validation that did not collapse
         self._pool = (0.0, 0, 0.0)  # (sum, count, largest) of the losses not yet judged
 
+    def begin(self, origin: int, loss: float) -> None:
+        """The run's own first step: ``origin`` is the step it started from (0, or the step a
+        resumed run resumed at) and ``loss`` that step's loss (of the weights it started from).
+        ``train.guard_from`` counts from ``origin``; ``loss`` joins the explosion reference."""
+        self.origin = origin
+        self.accepted_step = self.pool_start = self.validated_step = origin
+        if math.isfinite(loss) and loss > 0:
+            self.reference = min(self.reference, loss)
+
     def window(self, step: int, total: float, count: int, peak: float) -> str | None:
         """Judge the loss of the steps up to ``step`` since the last call: ``total`` (the sum of
-        their ``count`` finite losses) and ``peak`` (the largest). Log windows shorter than
+        their ``count`` finite losses) and ``peak`` (the largest). The explosion rule judges
+        this window alone; for the loss-spike rules, log windows shorter than
         :data:`MIN_WINDOW` steps are pooled until they reach it, so that the mean is not one
-        batch's noise; a step spike and a non-finite loss are judged at once.
+        batch's noise, while a step spike and a non-finite loss are judged at once.
 
         Returns:
             None if accepted (or pooled), else the reason (for the log), e.g. ``"loss spike:
             the mean loss of the 500 steps to step 4000 is 0.91, above
             train.guard_loss_factor=2 x the lowest mean 0.018"``.
         """
+        self.limit = self.accepted_step  # for a verdict on the steps since the last window
+        verdict = self._explosion(step, total, count)
+        if verdict is not None:
+            return verdict
         s = self.settings
-        judged = s.enabled and step >= s.start
+        judged = s.enabled and step >= self.origin + s.warmup
         self._pool = (self._pool[0] + total, self._pool[1] + count, max(self._pool[2], peak))
         total, count, peak = self._pool
         mean = total / count if count else math.nan
-        self.limit = self.accepted_step  # for a verdict on the steps since the last window
         if judged and not (math.isfinite(total) and math.isfinite(peak)):
             return f"non-finite loss in the steps to step {step}"
         if judged and self.last_mean is not None and peak > s.step_factor * self.last_mean:
@@ -127,10 +152,27 @@ class DivergenceGuard:
         self.accepted_step = self.pool_start = step
         return None
 
+    def _explosion(self, step: int, total: float, count: int) -> str | None:
+        """The explosion rule on one log window (``total`` of ``count`` finite losses); None
+        if it passes (or there is no reference yet). A window with no finite loss is left to
+        the other rules and to the non-finite check."""
+        s, ref = self.settings, min(self.reference, self.lowest_mean)
+        if not (s.enabled and count and 0 < ref < math.inf):  # a loss that can be <= 0: off
+            return None
+        mean = total / count
+        if not (math.isfinite(mean) and mean <= s.explode_factor * ref):  # inf and NaN too
+            return (
+                f"loss explosion: the mean loss of the {count} steps to step {step} is "
+                f"{mean:.4g}, above train.guard_explode_factor={s.explode_factor:g} x the "
+                f"reference {ref:.4g} (the lowest of the run's first step and its window means)"
+            )
+        return None
+
     def validation(self, step: int, psnr: float) -> str | None:
-        """Judge the validation PSNR (dB, trained weights) at ``step``; None if accepted."""
+        """Judge the validation PSNR (dB, trained weights) at ``step``; None if accepted. Judged
+        whenever a best exists, at any step."""
         s = self.settings
-        judged = s.enabled and step >= s.start
+        judged = s.enabled and math.isfinite(self.best_psnr)
         self.limit = self.validated_step
         if judged and not (psnr >= self.best_psnr - s.val_drop):  # NaN included
             return (

@@ -175,7 +175,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.stepper = TrainStep(
             model, self.optimizer, self.loss, self.strategy, self.global_batch, counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
-            clip_norm=cfg.train.clip_norm, window=self.window,
+            clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
         )  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
         self.final: dict = {}
@@ -242,8 +242,9 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.restore_dir = self.resume_dir / "checkpoints"
 
     def next_batch(self, iterator):
-        """The next step's batch: ``(lr, hr)`` with one replica's share, or, with several
-        replicas, one batch per local replica, each placed on its replica's device."""
+        """The next step's batch (``(lr, hr)``, or what the source's device stage takes) with
+        one replica's share, or, with several replicas, one batch per local replica, each placed
+        on its replica's device."""
         if self.strategy.num_replicas_in_sync == 1:
             return next(iterator)
         batches = [next(iterator) for _ in range(self.local_replicas)]
@@ -254,7 +255,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 lambda ctx: tf.identity(batches[ctx.replica_id_in_sync_group - first][k])
             )
 
-        return part(0), part(1)
+        return tuple(part(k) for k in range(len(batches[0])))
 
     def data_iterator(self):
         """This worker's iterator of ``loader.dataset()`` at the current step: its input
@@ -335,7 +336,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         # every worker judges (with several, a collective agrees on the chief's verdict)
         verdict = self.judge_validation(res, self.cluster) if interrupted is None else None
         if verdict is not None:  # the last steps collapsed: end on the last good checkpoint
-            self.rollback(verdict)
+            self.rollback(verdict, final=True)
             res = self.validate_safely(saved=True)
         return self.finish(timer, res, interrupted)
 
@@ -367,6 +368,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             if first:
                 first = False
                 self._restart_clock_after_first_step()
+                self.guard_begin(step, loss)  # guard_from counts from here (sr.train.guard)
             profiler.after(step)
             step = self._between_steps(step, timer, loss)
         profiler.close(step)
@@ -374,7 +376,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             self.log_window(timer, float(loss))
             verdict = self.judge_window()
             if verdict is not None:  # the last steps diverged: end on the last good checkpoint
-                self.rollback(verdict)
+                self.rollback(verdict, final=True)
                 return stop["signal"]
             self.check_finite(window=True)
         self.save()
@@ -394,6 +396,10 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         ckpt_now = step % t.ckpt_every == 0 and step < t.steps
         val_now = step % t.val_every == 0 and step < t.steps
         if ckpt_now or val_now:
+            if step % t.log_every:  # nothing saved or validated of steps the guard has not judged
+                verdict = self.judge_window()
+                if verdict is not None:
+                    return self._roll_back(verdict, timer)
             timer.close_window()
             if ckpt_now:  # before validating: a failing validation loses nothing
                 self.save()

@@ -26,6 +26,12 @@ class GuardPolicy:
     :class:`sr.train.saving.CheckpointPolicy` gives ``restore_state``, ``data_checkpoint``,
     ``check_finite`` and ``save``, and ``data_iterator``."""
 
+    def guard_begin(self, step: int, loss) -> None:
+        """After the run's first step (``step``, counted after it; ``loss`` its loss, a scalar
+        tensor): the guard counts ``train.guard_from`` from the step the run started from and
+        takes the loss of the weights it started from as the explosion rule's reference."""
+        self.guard.begin(step - 1, float(loss))
+
     def judge_window(self) -> str | None:
         """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
@@ -44,12 +50,14 @@ class GuardPolicy:
             self.keep_best(res, cluster)
         return verdict
 
-    def rollback(self, reason: str) -> int:
+    def rollback(self, reason: str, final: bool = False) -> int:
         """Restore the last good checkpoint (weights, optimizer and EMA, step, data position),
         scale the learning rate by ``train.guard_lr_factor``, delete the suspect checkpoints
         saved after it and save the restored state as the newest checkpoint (with the guard's
         new state, so that a resume keeps the lowered rate); log it (console, TensorBoard
-        ``train/rollbacks`` and ``train/lr_scale``). Returns the step rolled back to.
+        ``train/rollbacks`` and ``train/lr_scale``). Returns the step rolled back to. With
+        ``final`` (a verdict on the run's last steps or its final validation) the run ends on
+        that checkpoint, and the log says so and how to go on.
 
         Raises:
             DivergenceError: after ``train.guard_max_rollbacks`` rollbacks (the last good
@@ -79,20 +87,27 @@ class GuardPolicy:
                 else "and no checkpoint known to be good is left to roll back to"
             )
             raise DivergenceError(
-                f"the run diverged at step {step} ({reason}) {why}; the best weights are in "
-                f"{best or 'no checkpoints/best (no validation)'}. Start again with a lower "
-                f"train.lr (now {t.lr:g}), train.clip_norm or a longer train.lr_warmup_steps",
+                f"the run diverged at step {step} ({reason}) {why}; "
+                + (f"the best weights are in {best}" if best else "no checkpoints/best yet")
+                + f". Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a "
+                f"longer train.lr_warmup_steps",
                 step,
                 done,
                 best,
             )
         scale = float(self.guard_state.lr_scale.numpy())
+        then = (
+            f"the run ends on it, at step {target} of train.steps={t.steps}: resume="
+            f"{self.resume_dir} trains on from there at the lowered rate"
+            if final
+            else f"the batches from step {target} are replayed"
+        )
         log.warning(
             "divergence guard: %s. Rollback %d of train.guard_max_rollbacks=%d: restored "
             "%s (step %d), learning rate x%g (train.guard_lr_factor; now x%.3g of the "
-            "schedule); the batches from step %d are replayed",
+            "schedule); %s",
             reason, done + 1, t.guard_max_rollbacks, Path(paths[target]).relative_to(
-                self.resume_dir), target, t.guard_lr_factor, scale, target,
+                self.resume_dir), target, t.guard_lr_factor, scale, then,
         )  # fmt: skip
         with self.writer.as_default(step=step):
             tf.summary.scalar("train/rollbacks", done + 1)

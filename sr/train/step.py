@@ -79,6 +79,10 @@ class TrainStep:
         xla: ``train.xla``.
         clip_norm: ``train.clip_norm`` (global norm of the gradient; None: no clipping).
         window: the :class:`LossWindow` the step records its loss in (None: none).
+        prepare: the part of the pair stage that runs on the model's device (the source's
+            ``device_stage()``: a batch of the input pipeline to ``(lr, hr)``, run on every
+            replica before its step, outside XLA: its shapes depend on random draws), or None
+            when the input pipeline yields ``(lr, hr)``.
     """
 
     def __init__(
@@ -93,8 +97,10 @@ class TrainStep:
         xla: bool = False,
         clip_norm: float | None = None,
         window: LossWindow | None = None,
+        prepare=None,
     ):
         self.model, self.optimizer, self.loss, self.strategy = model, optimizer, loss, strategy
+        self.prepare = prepare
         self.global_batch, self.skip_nonfinite = int(global_batch), skip_nonfinite
         self.clip_norm, self.window = clip_norm, window
         self.step, self.first_bad, self.skipped = counters
@@ -147,8 +153,9 @@ class TrainStep:
         return loss, tf.cast(bad == 0, tf.float32)
 
     def _train_step(self, batch):
-        """One optimizer step on a (distributed) batch ``(lr, hr)``: float32 ``[B, h, w, 1]``
-        and ``[B, s h, s w, 1]`` in [0, 1], B the global batch split over the replicas; returns
+        """One optimizer step on a (distributed) batch ``(lr, hr)``: float32 ``[B, h, w, C]``
+        and ``[B, s h, s w, C]`` in [0, 1] (or what ``prepare`` makes them from), B the global
+        batch split over the replicas; returns
         the loss (the mean over the global batch), a float32 scalar.
 
         The non-finite check runs inside this ``tf.function``, with no host sync:
@@ -165,6 +172,8 @@ class TrainStep:
           gradient applies nothing and adds 1 to ``skipped`` (as loss scaling does). Cost also
           within the noise: 28.7 vs 30.8 ms (batch 16), 12.2 vs 12.5 ms (batch 4).
         """
+        if self.prepare is not None:
+            batch = self.strategy.run(self.prepare, args=batch)
         losses, finite = self.strategy.run(self.replica_step, args=batch)
         sum_ = tf.distribute.ReduceOp.SUM
         loss = self.strategy.reduce(sum_, losses, axis=None)
