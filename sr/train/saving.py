@@ -57,7 +57,8 @@ class CheckpointPolicy:
 
         Raises:
             FileNotFoundError: if the run has no checkpoint, or none is readable.
-            ConfigError: if ``train.ema`` is set in one of the run and this resume only.
+            ConfigError: if ``train.ema`` is set in one of the run and this resume only, or a
+                whole checkpoint does not restore into this config's model or optimizer.
         """
         candidates = resume_candidates(self.restore_dir)
         if not candidates:
@@ -69,17 +70,22 @@ class CheckpointPolicy:
             try:
                 self.restore_state(path, elapsed=True)
                 break
-            except ConfigError:
-                raise
-            except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as e:
+            except RunFileError as e:  # truncated or corrupt: the checkpoint before it
                 log.warning(
                     "resume=%s: %s is unreadable (%s); trying the checkpoint before it",
                     self.resume_dir,
                     ", ".join(
                         sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))
                     ),
-                    e.problem if isinstance(e, RunFileError) else describe(e),
+                    e.problem,
                 )
+            except (tf.errors.OpError, ValueError, AssertionError, KeyError) as e:
+                if isinstance(e, ConfigError):
+                    raise
+                raise ConfigError(  # the file is whole (runfiles.check_checkpoint)
+                    f"resume={self.resume_dir}: {path} is whole but does not fit this config's "
+                    f"model or optimizer ({describe(e)}); resume with the run's own config"
+                ) from e
         else:
             raise FileNotFoundError(
                 f"resume={self.resume_dir}: none of the checkpoints in {self.restore_dir} is "
