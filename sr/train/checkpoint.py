@@ -244,7 +244,8 @@ def damaged_fix(run_dir, path: str) -> str:
             "the best checkpoint is damaged: use the newest checkpoint of the rotation with "
             f"--checkpoint last, or one of them with --checkpoint ckpt-N{listed}"
         )
-    return f"choose another checkpoint: --checkpoint best, last or ckpt-N{listed}"
+    best = "best, " if latest_checkpoint(best_dir(run_dir)) else ""
+    return f"choose another checkpoint: --checkpoint {best}last or ckpt-N{listed}"
 
 
 def checkpoint_label(run_dir, path: str) -> str:
