@@ -10,7 +10,8 @@ Exit codes:
   a group does not have (``model=foo``: the group's options listed), an unknown key, a value of
   the wrong type or out of range (each key checked by its schema before any work), a key that
   moved into a config group (``train.loss=``: ``loss=charbonnier``), a resume that changes a key
-  defining the run (``sr.train.rundir.RUN_KEYS``: use ``train.init_from=RUN``);
+  defining the run (``sr.train.rundir.RUN_KEYS``: use ``train.init_from=RUN``), a file of the
+  run read back (``checkpoints/best/best.json``, truncated or malformed);
 - 3: the loss or the weights became NaN or infinite (nothing non-finite is saved; the message
   names the step, its learning rate and the last good checkpoint to resume from);
 - 4: the run diverged once more after ``train.guard_max_rollbacks`` rollbacks of the divergence
@@ -22,10 +23,11 @@ Exit codes:
 """
 
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
@@ -33,6 +35,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from sr.config import ConfigError, check_overrides, load  # noqa: E402  (registers the schemas)
 from sr.core.images import ImageFolderError  # noqa: E402
+from sr.core.runfiles import RunFileError  # noqa: E402
 from sr.data.service import ServiceError  # noqa: E402
 from sr.train.app import describe, run  # noqa: E402
 from sr.train.checkpoint import RunDirError  # noqa: E402
@@ -55,7 +58,14 @@ def main(cfg: DictConfig) -> float | None:
     log.info("run directory %s\n%s", run_dir, describe(cfg))
     try:
         final = run(cfg, run_dir)
-    except (ConfigError, RunDirError, ImageFolderError, ServiceError, FileNotFoundError) as e:
+    except (
+        ConfigError,
+        RunDirError,
+        ImageFolderError,
+        ServiceError,
+        FileNotFoundError,
+        RunFileError,
+    ) as e:
         log.error("%s", e)
         sys.exit(EXIT_BAD_INPUT)
     except NonFiniteError as e:

@@ -52,7 +52,9 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 from sr.bench.folders import SHARED_SAMPLE, reencode_png  # noqa: E402
 from sr.bench.pipeline_runs import PIPELINES, PPI_SWEEP  # noqa: E402

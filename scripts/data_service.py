@@ -31,26 +31,32 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
-import os
 import signal
 import socket
 import sys
 import threading
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def _by_path(*parts: str):
+    """A module of the project loaded by path (``sr/data/service.py``, ``sr/core/quiet.py``):
+    they import nothing of the project, so the script runs from a checkout on a machine where
+    the project is not installed."""
+    path = Path(__file__).resolve().parents[1].joinpath(*parts)
+    spec = importlib.util.spec_from_file_location("sr_" + "_".join(parts)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_by_path("sr", "core", "quiet.py").quiet_tensorflow()  # before TensorFlow: its INFO lines hidden
 
 log = logging.getLogger("data_service")
 
 
 def _service_module():
-    """``sr/data/service.py`` loaded by path: it imports nothing of the project, so the script
-    runs from a checkout on a machine where the project is not installed."""
-    path = Path(__file__).resolve().parents[1] / "sr" / "data" / "service.py"
-    spec = importlib.util.spec_from_file_location("sr_data_service", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``sr/data/service.py`` loaded by path (:func:`_by_path`)."""
+    return _by_path("sr", "data", "service.py")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

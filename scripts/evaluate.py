@@ -66,11 +66,12 @@ over sequences of each sequence's mean over its frames (``sr/results.py``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.core.images import ImageFolderError  # noqa: E402

@@ -39,10 +39,11 @@ with ``scripts/upscale.py <run> <folder of sequences> <output folder>``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.deploy import (  # noqa: E402

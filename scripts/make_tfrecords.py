@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sr.core.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
 
 from hydra.errors import ConfigCompositionException  # noqa: E402
 

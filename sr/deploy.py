@@ -36,6 +36,7 @@ import skimage.data
 import tensorflow as tf
 
 from sr.core.images import list_images
+from sr.core.runfiles import RunFileError, load_onnx, open_onnx, open_tflite, read_json
 from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
 from sr.models.span import reparameterize
@@ -177,9 +178,8 @@ def to_onnx(model: keras.Model, path: Path) -> None:
 
 def onnx_output_rank(path: Path) -> int:
     """The rank that an ONNX file declares for its first output."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
+    fix = "export the run again (tf2onnx wrote a file that does not parse)"
+    graph = load_onnx(path, fix).graph
     return len(graph.output[0].type.tensor_type.shape.dim)
 
 
@@ -382,6 +382,30 @@ def windows(length: int, size: int, margin: int) -> list[tuple[int, int, int]]:
     return out
 
 
+RECORD_KEYS = ("format", "file", "scale", "channels")  # export.json, as read back (+ overlap)
+
+
+def read_record(folder) -> dict:
+    """The ``export.json`` of an export folder (``sr.core.runfiles.read_json``).
+
+    Raises:
+        ValueError: for a folder without ``export.json`` (not an export).
+        RunFileError: for an ``export.json`` that is truncated, malformed or lacks a key of
+            :data:`RECORD_KEYS` (and ``overlap``, for a TFLite or ONNX export).
+    """
+    meta = Path(folder) / "export.json"
+    if not meta.is_file():
+        raise ValueError(
+            f"{folder} is not an export of scripts/export.py ({meta} is missing): "
+            "export a run first, python scripts/export.py <run> <folder> --format tflite"
+        )
+    fix = "export the run again into a new folder, python scripts/export.py <run> <folder>"
+    record = read_json(meta, fix, keys=RECORD_KEYS)
+    if record["format"] in ("tflite", "onnx") and "overlap" not in record:
+        raise RunFileError(meta, "it lacks overlap", fix)
+    return record
+
+
 class Exported:
     """An export folder's network as a callable like the Keras model: ``model(x)`` maps float32
     ``[1, h, w, C]`` in [0, 1] to ``[1, s h, s w, C]``, through LiteRT's interpreter or ONNX
@@ -403,30 +427,33 @@ class Exported:
     Raises:
         ValueError: for a folder without ``export.json``, or a SavedModel export (run it with
             ``tf.saved_model.load``: its signature takes uint8 RGB).
+        RunFileError: for a missing, truncated or corrupt ``export.json``, ``model.tflite`` or
+            ``model.onnx`` (names the file; the fix: export again), ``sr.core.runfiles``.
         MissingExtraError: if the runtime is not installed.
     """
 
     def __init__(self, folder, record: dict | None = None, threads: int | None = None):
         folder = Path(folder)
-        if record is None:
-            meta = folder / "export.json"
-            if not meta.is_file():
-                raise ValueError(
-                    f"{folder} is not an export of scripts/export.py ({meta} is missing): "
-                    "export a run first, python scripts/export.py <run> <folder> --format tflite"
-                )
-            record = json.loads(meta.read_text())
+        record = record or read_record(folder)
         if record["format"] not in ("tflite", "onnx"):
             raise ValueError(f"{folder} is a {record['format']} export: no runtime backend for it")
         require(record["format"])
         self.record, self.folder = record, folder
         self.scale, self.channels = int(record["scale"]), int(record["channels"])
         self.overlap = int(record["overlap"])
+        # the fixed input side of a TFLite export: sr.inference.Upscaler's tiles are never
+        # smaller (None: any size)
+        self.input_size = int(record["size"]) if record.get("size") else None
         self.name = f"{record['format']}:{folder.name}"
         threads = threads or os.cpu_count() or 1
         self._run = self._open(folder / record["file"], threads)
 
     def _open(self, path: Path, threads: int):
+        fmt, run = self.record["format"], self.record.get("source", {}).get("run", "<run>")
+        fix = (
+            f"the export in {self.folder} is damaged: export the run again into a new folder, "
+            f"python scripts/export.py {run} <new folder> --format {fmt}"
+        )
         if self.record["format"] == "onnx":
             import onnxruntime as ort
 
@@ -435,13 +462,10 @@ class Exported:
             # the graph rewrites that do not depend on the CPU (ORT_ENABLE_ALL adds a layout
             # for its vector width); as fast here (docs/performance.md)
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            session = open_onnx(path, options, fix)
             name = session.get_inputs()[0].name
             return lambda x: session.run(None, {name: x})[0]
-        from ai_edge_litert.interpreter import Interpreter
-
-        interpreter = Interpreter(model_path=str(path), num_threads=threads)
-        interpreter.allocate_tensors()
+        interpreter = open_tflite(path, threads, fix)
         inp = interpreter.get_input_details()[0]["index"]
         out = interpreter.get_output_details()[0]["index"]
 

@@ -225,7 +225,10 @@ class Upscaler:
         model: Keras model (or callable ``model(x, training=False)``) from float32
             ``[B, h, w, C]`` in [0, 1] to ``[B, s h, s w, C]``: C = 1, a Y model, or C = 3, an
             RGB model (``sr.evaluation.input_channels``; a callable without Keras inputs is a Y
-            model).
+            model). A model with an int attribute ``input_size`` S (``sr.deploy.Exported`` of a
+            TFLite export, which mirrors a smaller input to S) gets tiles of at least S x S
+            input pixels wherever the image has them (:func:`widened`), so that it always runs
+            full windows; only an image smaller than S is mirrored.
         scale: s, the model's factor.
         overlap: tile overlap in input pixels; None for :func:`default_overlap`.
 
@@ -245,6 +248,9 @@ class Upscaler:
                 f"(the bicubic kernel's reach), or leave it unset for the model's receptive field"
             )
         self._functions: dict[int, tf.types.experimental.GenericFunction] = {}
+        # a model of a fixed input side (sr.deploy.Exported of a TFLite export: input_size) is
+        # never handed a tile smaller than it where the image is not: it would mirror the tile
+        self.least = int(getattr(model, "input_size", None) or 0)
 
     def graph(self, image: tf.Tensor) -> tf.Tensor:
         """The upscaling graph (TensorFlow ops only, traced by :meth:`function` and export).
@@ -324,7 +330,9 @@ class Upscaler:
 
     def _tiled(self, run, h: int, w: int, tile: int) -> np.ndarray:
         """Assemble ``run(rows, cols)`` (uint8 ``[s h', s w', C]`` of the input slices) over the
-        tile grid of an ``h`` x ``w`` input (the whole input when ``tile`` is 0 or larger)."""
+        tile grid of an ``h`` x ``w`` input (the whole input when ``tile`` is 0 or larger). Each
+        tile is read with ``overlap`` more pixels on every side, and widened inward to at least
+        :attr:`least` pixels where the image has them (a fixed-size model's full windows)."""
         s = self.scale
         if not tile or (h <= tile and w <= tile):
             return run(slice(None), slice(None))
@@ -332,8 +340,8 @@ class Upscaler:
         for y0 in range(0, h, tile):
             for x0 in range(0, w, tile):
                 y1, x1 = min(y0 + tile, h), min(x0 + tile, w)
-                iy0, ix0 = max(0, y0 - self.overlap), max(0, x0 - self.overlap)
-                iy1, ix1 = min(h, y1 + self.overlap), min(w, x1 + self.overlap)
+                iy0, iy1 = widened(y0 - self.overlap, y1 + self.overlap, h, self.least)
+                ix0, ix1 = widened(x0 - self.overlap, x1 + self.overlap, w, self.least)
                 part = run(slice(iy0, iy1), slice(ix0, ix1))
                 if out is None:
                     out = np.empty((s * h, s * w, part.shape[-1]), np.uint8)
@@ -342,6 +350,17 @@ class Upscaler:
                     oy : oy + s * (y1 - y0), ox : ox + s * (x1 - x0)
                 ]
         return out
+
+
+def widened(lo: int, hi: int, length: int, least: int) -> tuple[int, int]:
+    """The input span ``[lo, hi)`` clipped to ``[0, length)`` and, if shorter than ``least``,
+    widened inward (away from the image's edge) to ``least`` pixels, or to ``length`` when the
+    image is shorter. A wider tile only adds context: the output kept is the same."""
+    lo, hi = max(0, lo), min(length, hi)
+    if hi - lo < least:
+        lo = max(0, min(lo, hi - least))
+        hi = min(length, lo + least)
+    return lo, hi
 
 
 def split_y(image) -> tuple[tf.Tensor, tf.Tensor]:

@@ -4,6 +4,7 @@ each checked against Keras when written, at every input size promised, and refus
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -211,3 +212,76 @@ def test_an_onnx_conversion_of_the_wrong_rank_is_done_again_then_refused(
     with pytest.raises(ExportCheckError, match=r"rank 5 for a model of rank 4, 3 times"):
         sr.deploy.export_model(model, out, "onnx", 4)
     assert not out.exists() and not list(tmp_path.glob(".refused*"))
+
+
+@pytest.fixture(scope="module")
+def exports(runs, tmp_path_factory):
+    """A TFLite export of the tiny EDSR at a side of 96 (larger than the default tiles' edge
+    bands below) and an ONNX export."""
+    root = tmp_path_factory.mktemp("exports")
+    for fmt, size in (("tflite", "96"), ("onnx", "32")):
+        argv = [str(runs["edsr_lite"]), str(root / fmt), "--format", fmt, "--size", size]
+        assert export.main(argv) == 0
+    return root
+
+
+def test_tflite_tiles_give_the_keras_pixels_at_every_tile(runs, exports):
+    """An image of at least the export's side, of a size that is a multiple of neither the
+    tile nor the side (300x270, side 96): at the default --tile (256: its bottom and right
+    tiles are 44 and 14 pixels plus the overlap, once mirrored to 96 by LiteRT's fixed input)
+    and at others, the TFLite backend gives the Keras backend's pixels."""
+    from sr.inference import Upscaler
+    from sr.upscaling import DEFAULT_TILE
+
+    image = np.ascontiguousarray(photo("astronaut")[100:370, 50:350])  # 270x300 RGB
+    model, cfg, _ = load_model_from_run(runs["edsr_lite"])
+    expected = Upscaler(model, int(cfg.data.scale))(image, tile=0).astype(int)
+    exported = Exported(exports / "tflite")
+    assert exported.input_size == 96
+    tiled = Upscaler(exported, exported.scale, overlap=exported.overlap)  # as upscale.py
+    for tile in (DEFAULT_TILE, 100, 0):
+        got = tiled(image, tile=tile).astype(int)
+        assert got.shape == expected.shape == (1080, 1200, 3)
+        assert np.abs(got - expected).max() <= 1, tile  # 8-bit rounding ties only
+        assert psnr_float(got / 255.0, expected / 255.0) >= 45, tile
+
+
+def test_tiles_are_widened_to_a_fixed_input_side():
+    from sr.inference import widened
+
+    assert widened(506, 640, 640, 256) == (384, 640)  # the bottom band, moved inward
+    assert widened(-10, 100, 640, 256) == (0, 256)
+    assert widened(200, 520, 640, 256) == (200, 520)  # large enough already
+    assert widened(90, 200, 200, 256) == (0, 200)  # the image is smaller: mirrored by LiteRT
+    assert widened(-6, 70, 640, 0) == (0, 70)  # a model of any size: clipped only
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_a_damaged_export_names_the_file_and_the_fix(exports, tmp_path, capsys, fmt):
+    """The issue's cases: a truncated model.tflite (LiteRT: "not a valid Flatbuffer", no path)
+    and model.onnx (a raw InvalidProtobuf), and a truncated export.json: exit 2, the file and
+    the fix named."""
+    from sr.core.runfiles import RunFileError
+
+    folder = tmp_path / "export"
+    shutil.copytree(exports / fmt, folder)
+    record = json.loads((folder / "export.json").read_text())
+    model = folder / record["file"]
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    photo_path = tmp_path / "in.png"
+    Image.fromarray(np.ascontiguousarray(photo("astronaut")[:40, :40])).save(photo_path)
+    argv = [str(folder), str(photo_path), str(tmp_path / "out.png"), "--backend", fmt]
+    assert upscale.main(argv) == 2
+    err = capsys.readouterr().err
+    said = {"tflite": "not a valid Flatbuffer", "onnx": "InvalidProtobuf"}[fmt]
+    assert f"upscale.py: error: {model} is unreadable (" in err and said in err
+    assert f"python scripts/export.py {runs_of(record)} <new folder> --format {fmt}" in err
+    meta = folder / "export.json"
+    meta.write_text(meta.read_text()[:50])
+    with pytest.raises(RunFileError, match=r"export.json is unreadable \(JSONDecodeError"):
+        Exported(folder)
+    assert not (tmp_path / "out.png").exists()
+
+
+def runs_of(record: dict) -> str:
+    return record["source"]["run"]

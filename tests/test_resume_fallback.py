@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from sr.core.errors import ConfigError
 from sr.train.app import run
 
 
@@ -48,6 +49,10 @@ def test_no_readable_checkpoint_is_a_clear_error(folders, tmp_path, compose):
         "model.features=[16,8]",
     ]
     run(compose(*base, "train.steps=2"), tmp_path / "run")
+    # a whole checkpoint that does not fit (a Y run resumed as RGB) is not called unreadable
+    rgb = compose(*base, "data.channels=rgb", "train.steps=4", f"resume={tmp_path / 'run'}")
+    with pytest.raises(ConfigError, match=r"ckpt-2 is whole but does not fit this config's model"):
+        run(rgb, tmp_path / "run")
     (tmp_path / "run" / "checkpoints" / "ckpt-2.index").write_bytes(b"garbage")
     with pytest.raises(
         FileNotFoundError, match=r"none of the checkpoints in .* is readable \(ckpt-2\)"

@@ -26,6 +26,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
+from sr.core.runfiles import checkpoint_state, latest_checkpoint, read_json, restore_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -140,15 +141,10 @@ def resume_candidates(directory) -> list[str]:
     """The checkpoints of a ``tf.train.CheckpointManager`` folder that a resume may continue
     from, newest first: the latest, then the older ones of its record (a resume falls back to
     them when the latest is unreadable). Empty if the folder has none."""
-    state = tf.train.get_checkpoint_state(str(directory))
-    if state is None or not state.model_checkpoint_path:
+    latest, paths = checkpoint_state(directory)  # a damaged state file: the folder's files
+    if latest is None:
         return []
-    latest = state.model_checkpoint_path
-    older = [
-        p
-        for p in state.all_model_checkpoint_paths
-        if p != latest and checkpoint_step(p) < checkpoint_step(latest)
-    ]
+    older = [p for p in paths if p != latest and checkpoint_step(p) < checkpoint_step(latest)]
     return [latest, *sorted(older, key=checkpoint_step, reverse=True)]
 
 
@@ -184,9 +180,21 @@ def best_dir(run_dir) -> Path:
 
 def read_best(run_dir) -> dict | None:
     """The record of ``checkpoints/best`` (``step``, ``psnr`` in dB, ``weights`` judged:
-    ``ema`` or ``live``, ``checkpoint``: its path prefix); None if the run has none."""
-    path = best_dir(run_dir) / BEST_RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
+    ``ema`` or ``live``, ``checkpoint``: its path prefix); None if the run has none.
+
+    Raises:
+        RunFileError: if ``best.json`` is truncated or malformed (names it, and how to resume
+            without it).
+    """
+    folder = best_dir(run_dir)
+    path = folder / BEST_RECORD
+    if not path.is_file():
+        return None
+    fix = (
+        f"restore it from a backup, or move {folder} aside (mv {folder} {folder}.damaged) to "
+        "go on without a best checkpoint: the next validation writes a new one"
+    )
+    return read_json(path, fix, keys=("step", "psnr", "checkpoint"))
 
 
 def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
@@ -203,7 +211,7 @@ def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
     """
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
     if checkpoint is None or checkpoint == "best":
-        best = tf.train.latest_checkpoint(str(best_dir(run_dir)))
+        best = latest_checkpoint(best_dir(run_dir))
         if best is not None or checkpoint == "best":
             if best is None:
                 raise RunDirError(
@@ -219,10 +227,27 @@ def find_checkpoint(run_dir, checkpoint: str | None = None) -> str:
                 f"{', '.join(sorted(p.stem for p in ckpt_dir.glob('ckpt-*.index'))) or 'none'}"
             )
         return str(prefix)
-    latest = tf.train.latest_checkpoint(str(ckpt_dir))
+    latest = latest_checkpoint(ckpt_dir)
     if latest is None:
         raise RunDirError(f"no checkpoint in {ckpt_dir}: train first, or pick another run")
     return latest
+
+
+def damaged_fix(run_dir, path: str) -> str:
+    """What to do when the checkpoint ``path`` of a run is damaged: choose another one
+    (``--checkpoint last`` for ``checkpoints/best``; ``best`` or another ``ckpt-N`` for one of
+    the rotation), the rotation's checkpoints listed."""
+    is_best = Path(path).parent == best_dir(run_dir)
+    _, rotation = checkpoint_state(Path(run_dir) / CHECKPOINT_DIR)
+    others = [Path(p).name for p in rotation if is_best or Path(p).name != Path(path).name]
+    listed = f" ({', '.join(others)})" if others else ""
+    if is_best:
+        return (
+            "the best checkpoint is damaged: use the newest checkpoint of the rotation with "
+            f"--checkpoint last, or one of them with --checkpoint ckpt-N{listed}"
+        )
+    best = "best, " if latest_checkpoint(best_dir(run_dir)) else ""
+    return f"choose another checkpoint: --checkpoint {best}last or ckpt-N{listed}"
 
 
 def checkpoint_label(run_dir, path: str) -> str:
@@ -231,7 +256,7 @@ def checkpoint_label(run_dir, path: str) -> str:
     name = Path(path).name
     if Path(path).parent == best_dir(run_dir):
         return f"best ({name})"
-    if path == tf.train.latest_checkpoint(str(Path(run_dir) / CHECKPOINT_DIR)):
+    if path == latest_checkpoint(Path(run_dir) / CHECKPOINT_DIR):
         return f"last ({name})"
     return name
 
@@ -277,6 +302,8 @@ def load_model_from_run(
     Raises:
         RunDirError: if the run directory has no config or no checkpoint, or ``weights=ema`` and
             the checkpoint holds no averages (the run had no ``train.ema``).
+        RunFileError: if the checkpoint is truncated or corrupt (names its files and another
+            checkpoint to choose: ``--checkpoint last`` for a damaged ``checkpoints/best``).
         ValueError: if ``weights`` is not one of :data:`WEIGHTS`.
     """
     if weights not in WEIGHTS:
@@ -285,9 +312,7 @@ def load_model_from_run(
     model = build_model(cfg)
     step = tf.Variable(0, dtype=tf.int64)
     path = find_checkpoint(run_dir, checkpoint)
-    make_checkpoint(model, step=step).restore(
-        path
-    ).expect_partial().assert_existing_objects_matched()
+    restore_checkpoint(make_checkpoint(model, step=step), path, damaged_fix(run_dir, path))
     has_ema = has_averages(path)
     if weights == "ema" and not has_ema:
         raise RunDirError(

@@ -52,7 +52,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import tensorflow as tf
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -62,7 +61,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from sr.core.lock import FileLock, LockBusy
-from sr.train.checkpoint import CHECKPOINT_DIR, RunDirError, find_checkpoint, load_run_config
+from sr.core.runfiles import latest_checkpoint
+from sr.train.checkpoint import (
+    CHECKPOINT_DIR,
+    RunDirError,
+    find_checkpoint,
+    load_run_config,
+    read_best,
+)
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2
@@ -227,10 +233,12 @@ def check_resume(cfg: DictConfig) -> None:
         RunDirError: naming the run, the missing file, or every differing key as ``run's value
             -> new value``, with the way to start from the run under the new values
             (``train.init_from=RUN``).
+        RunFileError: if ``checkpoints/best/best.json`` is truncated or malformed.
     """
     run_dir = Path(cfg.resume)
     ckpt_dir = run_dir / CHECKPOINT_DIR
-    if tf.train.latest_checkpoint(str(ckpt_dir)) is None:
+    read_best(run_dir)  # a damaged best.json: RunFileError, before anything is written
+    if latest_checkpoint(ckpt_dir) is None:
         raise RunDirError(
             f"resume={run_dir}: no checkpoint in {ckpt_dir}; resume a run directory of train.py"
             " that has saved one (outputs/DATE/TIME)"
@@ -287,7 +295,7 @@ def check_new_run(
     """
     run_dir = Path(run_dir)
     same = cfg.get("resume") and Path(cfg.resume).resolve() == run_dir.resolve()
-    latest = tf.train.latest_checkpoint(str(run_dir / CHECKPOINT_DIR))
+    latest = latest_checkpoint(run_dir / CHECKPOINT_DIR)
     if latest is None or same:
         return
     if sweep_dir is None:

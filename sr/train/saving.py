@@ -11,6 +11,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
+from sr.core.runfiles import RunFileError, check_checkpoint, describe, latest_checkpoint
 from sr.train import distribute
 from sr.train.checkpoint import (
     checkpoint_step,
@@ -56,7 +57,8 @@ class CheckpointPolicy:
 
         Raises:
             FileNotFoundError: if the run has no checkpoint, or none is readable.
-            ConfigError: if ``train.ema`` is set in one of the run and this resume only.
+            ConfigError: if ``train.ema`` is set in one of the run and this resume only, or a
+                whole checkpoint does not restore into this config's model or optimizer.
         """
         candidates = resume_candidates(self.restore_dir)
         if not candidates:
@@ -68,18 +70,22 @@ class CheckpointPolicy:
             try:
                 self.restore_state(path, elapsed=True)
                 break
-            except ConfigError:
-                raise
-            except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as e:
+            except RunFileError as e:  # truncated or corrupt: the checkpoint before it
                 log.warning(
-                    "resume=%s: %s is unreadable (%s: %s); trying the checkpoint before it",
+                    "resume=%s: %s is unreadable (%s); trying the checkpoint before it",
                     self.resume_dir,
                     ", ".join(
                         sorted(p.name for p in Path(path).parent.glob(Path(path).name + ".*"))
                     ),
-                    type(e).__name__,
-                    str(e).splitlines()[0] if str(e) else "",
+                    e.problem,
                 )
+            except (tf.errors.OpError, ValueError, AssertionError, KeyError) as e:
+                if isinstance(e, ConfigError):
+                    raise
+                raise ConfigError(  # the file is whole (runfiles.check_checkpoint)
+                    f"resume={self.resume_dir}: {path} is whole but does not fit this config's "
+                    f"model or optimizer ({describe(e)}); resume with the run's own config"
+                ) from e
         else:
             raise FileNotFoundError(
                 f"resume={self.resume_dir}: none of the checkpoints in {self.restore_dir} is "
@@ -107,8 +113,10 @@ class CheckpointPolicy:
 
         Raises:
             ConfigError: if ``train.ema`` is set in one of the run and this resume only.
-            tf.errors.OpError, ValueError: if the checkpoint cannot be read.
+            RunFileError: if the checkpoint is truncated or corrupt (``sr.core.runfiles``).
+            tf.errors.OpError, ValueError: if the checkpoint holds another structure.
         """
+        check_checkpoint(path, "resume= goes on from the checkpoint before it, if one is whole")
         if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
             saved = "with" if has_averages(path) else "without"
             raise ConfigError(
@@ -175,7 +183,7 @@ class CheckpointPolicy:
         """The error for a non-finite state found at ``step``: names the step, its learning rate,
         the last (finite) checkpoint on disk and how to resume from it."""
         lr = lr_at(self.schedule, max(0, step - 1))
-        last = tf.train.latest_checkpoint(str(self.restore_dir))
+        last = latest_checkpoint(self.restore_dir)
         if last:
             nxt = (
                 f"the last good checkpoint is {last}; resume from it with "

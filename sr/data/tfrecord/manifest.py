@@ -5,11 +5,11 @@ the source files changed, or when a shard is missing or of another size in bytes
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from sr.core.images import ImageSet
+from sr.core.runfiles import RunFileError, read_json
 from sr.data.tfrecord.params import FORMAT, MANIFEST, PatchParams, normalized
 
 
@@ -40,13 +40,11 @@ def read_manifest(out_dir) -> dict | None:
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+    try:  # the documented fallback: an unreadable manifest makes the set stale, rebuilt
+        manifest = read_json(path, "the set is rebuilt")
+    except RunFileError:  # stale_reason names it; the rebuild is logged
         return None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return None
-    return manifest
+    return manifest if manifest.get("format") == FORMAT else None
 
 
 def manifest_problem(manifest: dict) -> str | None:
