@@ -14,7 +14,7 @@ normalises the weights and extends the image by mirror symmetry at the borders.
 truncated kernels at the borders instead of mirroring, so it differs near the edges. We pad the
 input symmetrically (as MATLAB does) by a multiple of the scale wide enough for the kernel's
 support, resize, and cut the padding away: the result is MATLAB's on every pixel, up to float32
-rounding. For training batches (square one-channel crops with a margin) :func:`make_lr` computes
+rounding. For training batches (square crops with a margin, Y or RGB) :func:`make_lr` computes
 the same operator as two matrix products (:func:`downscale_matrix`), with the random flips folded
 into the matrices: about 3x less CPU for the training pair stage (``scripts/bench_data.py``).
 
@@ -268,7 +268,8 @@ def _flip_channels(x: tf.Tensor, flips) -> tf.Tensor:
     uint8 RGB 112 x 112 crops, 4x the whole Y pair stage. Here the samples are split by their
     combination of flips (``tf.dynamic_partition``), each group gets its one reverse (and
     transpose) and the groups are put back in order (``tf.dynamic_stitch``): 2.8 CPU-ms for the
-    same flips (``sr.data.pairs`` module docstring). The same values: only the copying differs."""
+    same flips, measured one batch at a time on a 2-core AMD EPYC. The same values: only the
+    copying differs."""
     code = tf.zeros(tf.shape(x)[:1], tf.int32)
     for bit, mask in enumerate(flips):  # bit 0: vertical flip, 1: horizontal, 2: transpose
         if mask is not None:
@@ -344,12 +345,13 @@ def _channels_by_matrix(hr: tf.Tensor, wv: tf.Tensor, wh: tf.Tensor, transpose) 
     given the per-sample matrices ``wv``, ``wh`` ``[B, p, C]``: ``W_v X_k W_h^T`` for each k.
 
     The first product takes the crop as stored, ``[B, C, C K]`` (each row holds the K channels
-    interleaved, and ``W_v`` mixes rows only), so no transpose of the crop into planes (3.5 CPU-ms
-    per batch of 64 RGB 112 x 112 crops, as long as the LR itself); only its result, p / C of the
-    crop, is reordered for the second product. Each LR value is the same two dot products as on
-    that channel alone ([B, C, C, 1]), in the same shapes of K = C sums, so the same float32
-    value (measured equal to the bit on 1.1 million values; a BLAS that sums ``[p, C] x [C, C K]``
-    in another order than ``[p, C] x [C, C]`` could differ by one grey level on a rounding tie)."""
+    interleaved, and ``W_v`` mixes rows only), so no transpose of the crop into planes (that
+    transpose cost 3.5 CPU-ms per batch of 64 RGB 112 x 112 crops, more than half of the LR's
+    6.0); only its result, p / C of the crop, is reordered for the second product. Each LR value
+    is the same two dot products as on that channel alone (``[B, C, C, 1]``), so the same float32
+    value (measured equal to the bit on 1.1 million values; a BLAS that summed
+    ``[p, C] x [C, C K]`` in another order than ``[p, C] x [C, C]`` could differ by one grey
+    level on a rounding tie)."""
     c, k, p = hr.shape[1], hr.shape[3], wv.shape[1]
     x = tf.cast(tf.reshape(hr, [-1, c, c * k]), tf.float32)
     rows = tf.matmul(wv, x)  # [B, p, C K]

@@ -79,8 +79,7 @@ def rgb_pairs(
 def rgb_lr(hr: tf.Tensor, scale: int, margin: int, flips) -> tf.Tensor:
     """``make_lr`` of each of R, G and B of flipped crops: uint8 ``[B, c, c, 3]`` (c = P + 2m)
     to float32 ``[B, P / s, P / s, 3]`` on the 8-bit grid 0..255 (the flips folded into the
-    operator's matrices, as for Y; the crop's interleaved channels taken as stored, no planes:
-    ``sr.core.degrade._channels_by_matrix``)."""
+    operator's matrices, as for Y, and the crop's channels taken as stored, interleaved)."""
     return make_lr(hr, scale, margin, flips=tuple(flips))
 
 
