@@ -163,6 +163,45 @@ def test_matrix_form_of_make_lr_with_flips_is_the_lr_of_the_flipped_crops():
     assert coins[2].any() and not np.array_equal(got, make_lr(hr, 4, 8).numpy())
 
 
+@pytest.mark.parametrize("rot90", [False, True])
+def test_rgb_crops_take_the_lr_and_flips_of_each_channel_alone(rot90):
+    """RGB training crops go through the matrix form as stored (channels interleaved, no planes)
+    and flip by groups of samples: each channel's LR is the one-channel matrix form's (the Y
+    path's), and its flipped pixels that channel's flipped alone."""
+    rgb = photo("astronaut")
+    corners = np.random.default_rng(0).integers(0, rgb.shape[0] - 112, size=(16, 2))
+    hr = tf.constant(np.stack([rgb[r : r + 112, c : c + 112] for r, c in corners]))
+    coins = np.random.default_rng(1).random((3, 16)) < 0.5
+    flips = (
+        tf.constant(coins[0]),
+        tf.constant(coins[1]),
+        tf.constant(coins[2]) if rot90 else None,
+    )
+    lr = make_lr(hr, 4, 8, flips=flips).numpy()
+    flipped = flip_batch(hr, flips).numpy()
+    assert lr.shape == (16, 24, 24, 3) and flipped.dtype == np.uint8
+    for k in range(3):
+        plane = hr[..., k : k + 1]
+        # the same dot products in the same order: measured identical; at most a rounding tie
+        diff = np.abs(lr[..., k : k + 1] - make_lr(plane, 4, 8, flips=flips).numpy())
+        assert diff.max() <= 1.0 and (diff > 0).mean() < 0.001
+        np.testing.assert_array_equal(flipped[..., k : k + 1], flip_batch(plane, flips).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_flips_of_several_channels_are_the_numpy_flips(dtype):
+    rng = np.random.default_rng(3)
+    v, h, t = rng.random((3, 9)) < 0.5
+    for shape, transpose in (((9, 10, 14, 3), None), ((9, 12, 12, 2), t)):
+        x = rng.integers(0, 256, shape).astype(dtype)
+        masks = (tf.constant(v), tf.constant(h), None if transpose is None else tf.constant(t))
+        got = flip_batch(tf.constant(x), masks).numpy()
+        for i in range(len(x)):
+            want = x[i, :: -1 if v[i] else 1, :: -1 if h[i] else 1]
+            want = want.transpose(1, 0, 2) if transpose is not None and t[i] else want
+            np.testing.assert_array_equal(got[i], want)
+
+
 # -- which colour order each use takes (sr.core.degrade's module docstring) --
 
 

@@ -69,11 +69,7 @@ def rgb_pairs(
         8 bits), or for gray crops ``make_lr`` of the gray plane; and uint8
         ``[B, c, c, 1]``, the rounded Y of the crop (its gray plane for gray crops), unflipped.
     """
-    c = hr.shape[1]
-    planes = tf.reshape(tf.transpose(hr, [0, 3, 1, 2]), [-1, c, c, 1])  # [3B, c, c, 1]
-    lr = make_lr(planes, scale, margin, flips=tuple(_per_plane(m, 3) for m in flips))
-    p = lr.shape[1]
-    lr = tf.transpose(tf.reshape(lr, [-1, 3, p, p]), [0, 2, 3, 1])  # [B, p, p, 3]
+    lr = rgb_lr(hr, scale, margin, flips)  # [B, p, p, 3]
     is_gray = gray[:, tf.newaxis, tf.newaxis, tf.newaxis]
     lr_y = tf.where(is_gray, lr[..., :1], tf.cast(y_of(lr), tf.float32))
     hr_y = tf.where(is_gray, hr[..., :1], y_rounded(hr))
@@ -83,12 +79,8 @@ def rgb_pairs(
 def rgb_lr(hr: tf.Tensor, scale: int, margin: int, flips) -> tf.Tensor:
     """``make_lr`` of each of R, G and B of flipped crops: uint8 ``[B, c, c, 3]`` (c = P + 2m)
     to float32 ``[B, P / s, P / s, 3]`` on the 8-bit grid 0..255 (the flips folded into the
-    operator's matrices, as for Y)."""
-    c = hr.shape[1]
-    planes = tf.reshape(tf.transpose(hr, [0, 3, 1, 2]), [-1, c, c, 1])  # [3B, c, c, 1]
-    lr = make_lr(planes, scale, margin, flips=tuple(_per_plane(m, 3) for m in flips))
-    p = lr.shape[1]
-    return tf.transpose(tf.reshape(lr, [-1, 3, p, p]), [0, 2, 3, 1])
+    operator's matrices, as for Y, and the crop's channels taken as stored, interleaved)."""
+    return make_lr(hr, scale, margin, flips=tuple(flips))
 
 
 def made_pairs(
