@@ -140,6 +140,7 @@ def build_model(name: str, scale: int = 4):
 
     yaml, overrides = MODEL_CONF[name]
     cfg = OmegaConf.load(ROOT / "conf" / "model" / f"{yaml}.yaml")
+    cfg.pop("defaults", None)  # the schema it extends (sr.models.schemas), not a builder argument
     return hydra.utils.instantiate(cfg, scale=scale, **overrides)
 
 
