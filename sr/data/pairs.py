@@ -123,9 +123,9 @@ def made_pairs(
         hr = flip_batch(hr, flips)
         return degraded_pairs(hr, gray, scale, margin, channels, degradation, seeds)
     lr = rgb_lr(hr, scale, margin, flips) / 255.0  # the margin already cut
-    hr = tf.cast(flip_batch(hr, flips), tf.float32) / 255.0
-    if margin:
+    if margin:  # cut, then flip: the same square (the margin is the same on every side)
         hr = hr[:, margin:-margin, margin:-margin, :]
+    hr = tf.cast(flip_batch(hr, flips), tf.float32) / 255.0
     return _cut_and_convert(lr, hr, gray, scale, 0, channels)
 
 
