@@ -204,6 +204,7 @@ def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_on
     assert checkpoint_steps(tmp_path / "run") == [12]
 
 
+@pytest.mark.slow
 def test_a_verdict_on_the_last_steps_ends_the_run_on_the_good_checkpoint_and_says_so(
     folders, tmp_path, compose, monkeypatch, caplog
 ):
@@ -358,6 +359,7 @@ def watched(folders, model=EDSR_TINY) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_resume_at_a_diverging_rate_is_caught_before_guard_from(
     folders, tmp_path, compose, caplog
 ):

@@ -236,6 +236,7 @@ def _source(folders, tmp_path, mode, *overrides):
     return src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode, overrides, channels",
     [
@@ -307,6 +308,7 @@ def _pairs(src, batches):
     return [tuple(t.numpy() for t in (stage(*b) if stage else b)) for b in batches]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["input", "accelerator"])
 def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device):
     src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
@@ -320,6 +322,7 @@ def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, dev
     np.testing.assert_array_equal(seeds[:, 1], [8, 9, 10, 11])  # elements 8..11 of the stream
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("channels, coder", [("rgb", "auto"), ("y", "libjpeg")])
 def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels, coder):
     """degradation.device=accelerator: the input pipeline yields the flipped clean RGB crops

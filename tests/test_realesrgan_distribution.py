@@ -79,6 +79,7 @@ def z_scores(batches: np.ndarray, other: np.ndarray) -> np.ndarray:
     return (m1 - m2) / np.hypot(s1, s2)
 
 
+@pytest.mark.slow
 def test_the_graph_draws_the_references_distribution(crops, reference):
     graph = graph_stats(crops, B)
     z = z_scores(graph, reference)
@@ -90,6 +91,7 @@ def test_the_graph_draws_the_references_distribution(crops, reference):
     assert 20 < reference[:, 0].mean() < 30
 
 
+@pytest.mark.slow
 def test_batched_draws_give_each_image_the_distribution_of_one_image_alone(crops):
     """Per-batch draws (resize, noise kind, order) correlate a batch's images but leave each
     image's distribution that of an image degraded alone (batch 1: every draw its own)."""

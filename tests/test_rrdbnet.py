@@ -34,6 +34,7 @@ def x4plus():
     return build_rrdbnet(4, 3)
 
 
+@pytest.mark.slow
 def test_parameters_are_real_esrgans(x4plus):
     """16.70 M (Real-ESRGAN's RRDBNet_x4plus: 16,697,987 in PyTorch), within 0.5 % and exactly
     the reference's layers counted by hand."""

@@ -109,6 +109,7 @@ def test_service_batches_keep_the_pipeline_contract(servers, source):
     del it
 
 
+@pytest.mark.slow
 def test_realesrgan_rgb_pairs_are_made_on_the_service_workers(servers, folders):
     """Real-ESRGAN's degradation is TensorFlow ops only (JPEG, stateless draws, while loops):
     the workers run it from the serialized graph."""
