@@ -338,8 +338,9 @@ def _check_groups(cfg: DictConfig) -> None:
 def validate(cfg: DictConfig) -> None:
     """Check every value of the composed config that its schema's types cannot, before any data
     or model work: the ``train``, ``loss`` and ``optimizer`` keys (:func:`validate_train`) and
-    the model's hyperparameters (the bounds of its schema, ``sr.models.schemas``). The ``data``
-    and ``degradation`` values are checked by :func:`build_source`, which reads no file.
+    the model's hyperparameters (the bounds of its schema, ``sr.models.schemas``), the
+    degradation's values (its own checks, :func:`build_degradation`). The ``data`` values are
+    checked by :func:`build_source`, which reads no file.
 
     Raises:
         ConfigError: for the first value out of range, naming the key, the allowed values and
@@ -349,6 +350,7 @@ def validate(cfg: DictConfig) -> None:
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
         check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+    build_degradation(cfg)
 
 
 def load(*overrides: str) -> DictConfig:
