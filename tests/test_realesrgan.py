@@ -388,6 +388,10 @@ def test_the_default_pipeline_is_untouched(folders, tmp_path, mode):
         (("data.channels=rgb", "data.lr_from=rgb"), "drop data.lr_from"),
         (("degradation=realesrgan", "data.lr_dir=/tmp"), "data.lr_dir=/tmp gives pre-made"),
         (("data=sequence", "data.channels=rgb"), "data=sequence decodes to Y only"),
+        (
+            ("degradation=realesrgan", "data.patch_size=16"),
+            "needs crops of at least 44 pixels at x4; data.patch_size=16 gives 32",
+        ),
     ],
 )
 def test_combinations_that_cannot_work_are_refused(folders, overrides, message):

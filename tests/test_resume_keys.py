@@ -170,3 +170,14 @@ def test_init_from_a_folder_that_is_not_a_run_is_named(compose, tmp_path):
     cfg = compose(*TINY, "data=generator", f"train.init_from={tmp_path}")
     with pytest.raises(RunDirError, match=f"{tmp_path} is not a run directory of train.py"):
         run(cfg, tmp_path / "new")
+
+
+def test_a_resume_may_change_where_and_how_the_degradation_runs(compose):
+    """degradation.device and degradation.jpeg give the same pairs (tests/test_realesrgan.py): a
+    resume may change them; gt_usm changes the pairs and may not."""
+    old = compose(*TINY, "degradation=realesrgan")
+    on_device = compose(*TINY, "degradation=realesrgan", "degradation.device=accelerator",
+                        "degradation.jpeg=tensorflow")  # fmt: skip
+    assert config_differences(old, on_device) == {}
+    plain = compose(*TINY, "degradation=realesrgan", "degradation.gt_usm=false")
+    assert config_differences(old, plain) == {"degradation.gt_usm": (True, False)}

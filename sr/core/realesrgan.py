@@ -62,6 +62,7 @@ import tensorflow as tf
 
 from sr.core import interpolate
 from sr.core.errors import ConfigError
+from sr.core.jpeg import jpeg_batch
 from sr.core.kernels import (
     KERNEL_SIZE,
     KERNEL_TYPES,
@@ -447,13 +448,16 @@ class RealESRGAN:
         return self.options.device
 
     def identity(self) -> dict:
-        """What the LR is a function of besides the seed: the name, every parameter, and the
-        sharpened target (``gt_usm``) and JPEG coder when they are not the defaults of runs saved
-        before they existed."""
+        """What the pairs are a function of besides the seed: the name, every parameter and the
+        sharpened target (``gt_usm``, named when on: runs saved before it existed had none).
+        Not the device nor the JPEG coder: both give the same pixels."""
         extra = {} if self.options.gt_usm is False else {"gt_usm": True}
-        coder = self.jpeg_coder()
-        return {"name": self.name, **asdict(self.params), **extra,
-                **({"jpeg": coder} if coder != "libjpeg" else {})}  # fmt: skip
+        return {"name": self.name, **asdict(self.params), **extra}
+
+    def least_crop(self, scale: int) -> int:
+        """The smallest HR crop side (pixels) it takes at ``scale``: LR sides of
+        :data:`MIN_SIDE`, and with ``gt_usm`` the reflect padding of USM's 51-pixel kernel (26)."""
+        return max(scale * MIN_SIDE, 26 if self.options.gt_usm else 0)
 
     def jpeg_coder(self) -> str:
         """``libjpeg`` or ``tensorflow``: ``degradation.jpeg``, with ``auto`` resolved by the
@@ -463,11 +467,7 @@ class RealESRGAN:
         return "tensorflow" if self.options.device == "accelerator" else "libjpeg"
 
     def _jpeg_fn(self):
-        if self.jpeg_coder() == "libjpeg":
-            return libjpeg_batch
-        from sr.core.jpeg import jpeg_batch  # the batched JPEG in TensorFlow ops
-
-        return jpeg_batch
+        return libjpeg_batch if self.jpeg_coder() == "libjpeg" else jpeg_batch
 
     def degrade(self, hr: tf.Tensor, scale: int, seeds) -> tf.Tensor:
         """:func:`degrade_batch` with this object's parameters and JPEG coder (float32

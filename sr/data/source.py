@@ -236,6 +236,13 @@ class PatchSource(abc.ABC):
                 f"{self.channels} with degradation={self.degradation.name} cannot use: set "
                 "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
             )
+        least = getattr(self.degradation, "least_crop", lambda scale: 0)(self.scale)
+        if self.crop < least:
+            raise ValueError(
+                f"degradation={self.degradation.name} needs crops of at least {least} pixels at "
+                f"x{self.scale}; data.patch_size={self.patch_size} gives {self.crop}: raise "
+                "data.patch_size"
+            )
 
     # -- geometry ------------------------------------------------------------------------------
     @property

@@ -174,6 +174,10 @@ RUN_KEYS = (
 )
 # Of them, the keys that decide the model's variables: train.init_from=RUN needs them equal.
 ARCHITECTURE_KEYS = ("model", "data.scale", "data.channels")
+# Leaves of the run keys that say how the pairs are made, not what they are (the accelerator's
+# device stage makes the input pipeline's pairs exactly, the TensorFlow JPEG libjpeg's pixels):
+# a resume may change them.
+HOW_KEYS = ("degradation.device", "degradation.jpeg")
 # The value of a run key in a run saved before the key existed.
 RUN_KEY_DEFAULTS = {"data.channels": "y", "degradation._target_": "sr.core.degrade.Bicubic"}
 ABSENT = "<absent>"
@@ -214,7 +218,7 @@ def config_differences(
         if run == {key: ABSENT} and key not in ("data.channels", "degradation", "discriminator"):
             continue  # a group the run predates
         found = {}
-        for leaf in sorted(set(run) | set(new)):
+        for leaf in sorted((set(run) | set(new)) - set(HOW_KEYS)):
             old = run.get(leaf, ABSENT)
             if old == ABSENT:
                 old = RUN_KEY_DEFAULTS.get(leaf, ABSENT)
