@@ -25,16 +25,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
-from sr.core.realesrgan import Options, Params, schema_fields
-from sr.core.schema import (
-    bounds_text,
-    check_node,
-    composition_error,
-    field_docs,
-    show_default,
-)
+from sr.core.realesrgan import schema_fields
+from sr.core.schema import check_node, composition_error
 from sr.data import SOURCES, PatchSource
-from sr.data.source import DataConfig
+from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +157,11 @@ RealESRGANConfig = dataclasses.make_dataclass(
 
 # The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
 # defaults list names one).
-LOSS_SCHEMAS = {"base_loss": LossConfig, "base_charbonnier": CharbonnierConfig}
+LOSS_SCHEMAS = {
+    "base_loss": LossConfig,
+    "base_charbonnier": CharbonnierConfig,
+    "base_realesrgan_loss": RealESRGANLossConfig,
+}
 OPTIMIZER_SCHEMAS = {"base_adam": AdamConfig, "base_adamw": AdamWConfig}
 MODEL_GROUP_SCHEMAS = {
     f"base_{target.removeprefix('sr.models.build_')}": schema
@@ -180,7 +178,7 @@ MOVED_KEYS = {
 }
 
 
-GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation")  # the root's groups
+GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation", "discriminator")
 
 
 def group_choices(group: str) -> list[str]:
@@ -350,7 +348,33 @@ def validate(cfg: DictConfig) -> None:
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
         check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+    for group, schema in (("loss", RealESRGANLossConfig), ("discriminator", DiscriminatorConfig)):
+        node = cfg.get(group)
+        if node is not None and (group != "loss" or node._target_ == schema._target_):
+            check_node(OmegaConf.to_container(node, resolve=True), schema, group)
+    check_adversary(cfg)
     build_degradation(cfg)
+
+
+def check_adversary(cfg: DictConfig) -> None:
+    """A GAN loss needs a discriminator, and a discriminator a GAN loss.
+
+    Raises:
+        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan``, or
+            ``loss=realesrgan`` (a GAN weight above 0) with ``discriminator=none``.
+    """
+    has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
+    gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
+    if has_d and not gan:
+        raise ConfigError(
+            "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
+            "choose discriminator=none)"
+        )
+    if gan and not has_d and float(cfg.loss.gan_weight) > 0:
+        raise ConfigError(
+            f"loss=realesrgan with loss.gan_weight={cfg.loss.gan_weight} needs a discriminator: "
+            "add discriminator=unet_sn, or set loss.gan_weight=0 (L1 and perceptual terms only)"
+        )
 
 
 def load(*overrides: str) -> DictConfig:
@@ -380,6 +404,7 @@ class Config:
     loss: Any = MISSING
     optimizer: Any = MISSING
     degradation: Any = MISSING  # the LR operator: bicubic (default) or realesrgan
+    discriminator: Any = MISSING  # none (default) or unet_sn: the GAN stage's discriminator
     seed: int | None = 0  # seeds shuffles, crops, flips and weights (null: none)
     resume: str | None = None  # a run directory (outputs/DATE/TIME): continue from its checkpoint
     demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
@@ -412,6 +437,7 @@ def register() -> None:
         ("optimizer", OPTIMIZER_SCHEMAS),
         ("model", MODEL_GROUP_SCHEMAS),
         ("degradation", DEGRADATION_SCHEMAS),
+        ("discriminator", {"base_discriminator": DiscriminatorConfig}),
     ):
         for name, node in schemas.items():
             cs.store(group=group, name=name, node=node)
@@ -464,12 +490,21 @@ def build_source(cfg: DictConfig) -> PatchSource:
                 f"data.{key} is {where}, not of data={source.mode}: remove it"
                 + (f" or choose data={owners[0]}" if owners else "")
             )
+    degradation = build_degradation(cfg)
     try:
-        return hydra.utils.instantiate(cfg.data, degradation=build_degradation(cfg))
+        source = hydra.utils.instantiate(cfg.data, degradation=degradation)
     except InstantiationException as e:
         if isinstance(e.__cause__, ValueError):
             raise ConfigError(str(e.__cause__)) from e
         raise
+    loss = cfg.get("loss") or {}
+    if getattr(getattr(degradation, "options", None), "gt_usm", False):  # a sharpened target
+        source.plain_target = not all(loss.get(k, True) for k in PLAIN_TARGET_KEYS)
+    return source
+
+
+# the GAN stage's loss terms that may take the HR as it is rather than the sharpened target
+PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
 
 
 def build_degradation(cfg: DictConfig):
@@ -501,98 +536,3 @@ def degradation_named(name: str, *overrides: str):
     if name not in choices:
         raise ConfigError(f"unknown degradation {name!r}: choose one of {', '.join(choices)}")
     return build_degradation(load(f"degradation={name}", *overrides))
-
-
-# ------------------------------------------------------------------------------------------------
-# docs/config.md's tables, generated from the schemas and conf/ (``python -m sr.config --write``)
-# ------------------------------------------------------------------------------------------------
-def _yaml_summary(path: Path) -> str:
-    """The first sentence of a YAML's leading comment (up to a line ending in ``.`` or ``:``)."""
-    words = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("#") or line.startswith("# @package"):
-            if words:
-                break
-            continue
-        words.append(line.lstrip("# ").strip())
-        if words[-1].endswith((".", ":")):
-            break
-    return " ".join(words).rstrip(":")
-
-
-def config_tables() -> str:
-    """docs/config.md's tables: every option of every config group (first comment line of its YAML)
-    and every key of the schemas with its default and meaning (the comment beside the field), so
-    that the documentation cannot drift from the code. ``tests/test_config_doc.py`` checks that
-    docs/config.md holds exactly this text."""
-    conf = PROJECT_ROOT / "conf"
-    chosen = {}
-    for entry in OmegaConf.load(conf / "config.yaml").defaults:
-        if isinstance(entry, DictConfig) or isinstance(entry, dict):
-            for key, value in dict(entry).items():
-                chosen[str(key).replace("optional ", "")] = value
-    lines = ["| group | option | what it is |", "| --- | --- | --- |"]
-    for group in (*GROUPS, "experiment"):
-        for path in sorted((conf / group).glob("*.yaml")):
-            mark = " (default)" if chosen.get(group) == path.stem else ""
-            lines.append(f"| `{group}` | `{path.stem}`{mark} | {_yaml_summary(path)} |")
-    lines += ["", "| key | default | meaning |", "| --- | --- | --- |"]
-    sections = [
-        ("data", DataConfig, "every mode"),
-        *(("data", schema, f"`data={name[5:]}` only") for name, schema in DATA_SCHEMAS.items()),
-        ("train", TrainConfig, ""),
-        ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
-        ("optimizer", AdamConfig, ""),
-        ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
-        *(
-            ("model", schema, f"`{target}`; each conf/model/ option sets its own values")
-            for target, schema in MODEL_SCHEMAS.items()
-        ),
-        ("degradation", Params, "`degradation=realesrgan` only"),
-        ("degradation", Options, "`degradation=realesrgan` only"),
-        ("", Config, ""),
-    ]
-    seen: set[str] = set()
-    for prefix, schema, scope in sections:
-        docs = field_docs(schema)
-        for f in dataclasses.fields(schema):
-            key = f"{prefix}.{f.name}" if prefix else f.name
-            own = prefix == "model" and f.name in schema.__annotations__  # per builder
-            if f.name == "_target_" or (key in seen and not own) or f.name in GROUPS:
-                continue
-            seen.add(key)
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            scope_note = f" ({scope})" if scope and scope != "every mode" else ""
-            meaning = docs.get(f.name, "").replace("|", "\\|")
-            if f.metadata.get("choices"):
-                meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
-            elif "nullable" in f.metadata and bounds_text(f.metadata):
-                meaning = f"{meaning} ({bounds_text(f.metadata)})"
-            lines.append(f"| `{key}` | {show_default(default)} | {meaning}{scope_note} |")
-    return "\n".join(lines) + "\n"
-
-
-# The file that holds the tables, between these markers.
-CONFIG_DOC = PROJECT_ROOT / "docs" / "config.md"
-CONFIG_TABLE_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
-
-
-def update_config_doc(path: Path = CONFIG_DOC) -> bool:
-    """Replace the text between :data:`CONFIG_TABLE_MARKERS` in ``path`` (docs/config.md) by
-    :func:`config_tables`; returns True if it changed."""
-    text = path.read_text()
-    start, end = CONFIG_TABLE_MARKERS
-    head, rest = text.split(start, 1)
-    new = f"{head}{start}\n{config_tables()}{end}{rest.split(end, 1)[1]}"
-    path.write_text(new)
-    return new != text
-
-
-if __name__ == "__main__":  # python -m sr.config [--write]: print the tables, or update the doc
-    import sys
-
-    if "--write" in sys.argv[1:]:
-        doc = CONFIG_DOC.relative_to(PROJECT_ROOT)
-        print(f"{doc} updated" if update_config_doc() else f"{doc} already up to date")
-    else:
-        print(config_tables(), end="")

@@ -6,14 +6,8 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from sr.config import (
-    CONFIG_TABLE_MARKERS,
-    DATA_SCHEMAS,
-    GROUPS,
-    Config,
-    TrainConfig,
-    config_tables,
-)
+from sr.config import DATA_SCHEMAS, GROUPS, Config, TrainConfig
+from sr.config_doc import CONFIG_TABLE_MARKERS, config_tables
 from sr.data.source import DataConfig
 from tests.conftest import ROOT
 
@@ -25,7 +19,7 @@ def test_the_config_tables_are_the_generated_ones():
     assert START in text and END in text
     block = text.split(START, 1)[1].split(END, 1)[0]
     assert block.strip() == config_tables().strip(), (
-        "docs/config.md's config tables are stale: run `python -m sr.config --write`"
+        "docs/config.md's config tables are stale: run `python -m sr.config_doc --write`"
     )
 
 

@@ -475,7 +475,7 @@ class RealESRGAN:
         on the 8-bit grid); no sharpening."""
         return degrade_batch(hr, scale, seeds, self.params, self._jpeg_fn())
 
-    def pair(self, hr: tf.Tensor, scale: int, seeds) -> tuple[tf.Tensor, tf.Tensor]:
+    def pair(self, hr: tf.Tensor, scale: int, seeds, plain: bool = False) -> tuple[tf.Tensor, ...]:
         """A training pair of a batch, as ``feed_data``: with ``gt_usm`` the HR is sharpened
         (``sr.core.usm.usm_sharp``, rounded to the 8-bit grid like a saved image) and the LR is
         made from the sharpened HR.
@@ -483,15 +483,17 @@ class RealESRGAN:
         Args:
             hr: float32 ``[B, H, W, 3]`` RGB in [0, 1] on the 8-bit grid.
             scale, seeds: as :meth:`degrade`.
+            plain: also return the HR as it is (the GAN stage's discriminator takes it:
+                ``loss.gan_gt_usm=false``, as the official options).
 
         Returns:
-            ``(lr, target)``: float32 ``[B, H / s, W / s, 3]`` and ``[B, H, W, 3]`` in [0, 1]
-            on the 8-bit grid.
+            ``(lr, target)`` or ``(lr, target, hr)``: float32 ``[B, H / s, W / s, 3]``,
+            ``[B, H, W, 3]`` and ``[B, H, W, 3]`` in [0, 1] on the 8-bit grid.
         """
         hr = tf.convert_to_tensor(hr, tf.float32)
-        if self.options.gt_usm:
-            hr = tf.round(usm_sharp(hr) * 255.0) / 255.0
-        return self.degrade(hr, scale, seeds), hr
+        target = tf.round(usm_sharp(hr) * 255.0) / 255.0 if self.options.gt_usm else hr
+        lr = self.degrade(target, scale, seeds)
+        return (lr, target, hr) if plain else (lr, target)
 
     def lr_image(self, hr: np.ndarray, scale: int, seed: int, index: int) -> np.ndarray:
         """The degraded LR of a whole HR image, for a fixed degraded test set (made from the

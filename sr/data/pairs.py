@@ -92,7 +92,8 @@ def made_pairs(
     channels: str,
     degradation,
     seeds,
-) -> tuple[tf.Tensor, tf.Tensor]:
+    plain: bool = False,
+) -> tuple[tf.Tensor, ...]:
     """Pairs of ``data.channels=rgb`` or of a degradation other than bicubic, from RGB crops.
 
     The crop is flipped, its LR made by ``degradation`` (``sr.core.degrade.Bicubic``: the
@@ -113,15 +114,17 @@ def made_pairs(
             [B, c, c, 3] in [0, 1], scale, seeds int64 [B, 2])`` to ``(lr [B, c / s, c / s, 3],
             target [B, c, c, 3])``.
         seeds: int64 ``[B, 2]``, the degradation's seed of each crop.
+        plain: a degradation's pairs also give the HR as it is, after its target (sharpened
+            with ``degradation.gt_usm``): :func:`degraded_pairs`.
 
     Returns:
         ``(lr, hr)``: float32 ``[B, P / s, P / s, C]`` and ``[B, P, P, C]`` in [0, 1], C = 1
-        (Y) or 3 (RGB); the LR on the 8-bit grid for RGB.
+        (Y) or 3 (RGB); the LR on the 8-bit grid for RGB. With ``plain``, ``(lr, target, hr)``.
     """
     flips = tuple(flips)
     if degradation.name != "bicubic":
         hr = flip_batch(hr, flips)
-        return degraded_pairs(hr, gray, scale, margin, channels, degradation, seeds)
+        return degraded_pairs(hr, gray, scale, margin, channels, degradation, seeds, plain)
     lr = rgb_lr(hr, scale, margin, flips) / 255.0  # the margin already cut
     if margin:  # cut, then flip: the same square (the margin is the same on every side)
         hr = hr[:, margin:-margin, margin:-margin, :]
@@ -130,8 +133,15 @@ def made_pairs(
 
 
 def degraded_pairs(
-    hr: tf.Tensor, gray: tf.Tensor, scale: int, margin: int, channels: str, degradation, seeds
-) -> tuple[tf.Tensor, tf.Tensor]:
+    hr: tf.Tensor,
+    gray: tf.Tensor,
+    scale: int,
+    margin: int,
+    channels: str,
+    degradation,
+    seeds,
+    plain: bool = False,
+) -> tuple[tf.Tensor, ...]:
     """The degradation's pairs of flipped RGB crops: :func:`made_pairs` after the flips. It
     runs in the input pipeline, or, with ``degradation.device=accelerator``, in the training
     step on the model's device (``sr.data.source.PatchSource.device_stage``).
@@ -142,10 +152,13 @@ def degraded_pairs(
 
     Returns:
         ``(lr, hr)`` as :func:`made_pairs`; the HR is the degradation's target (sharpened with
-        ``degradation.gt_usm``).
+        ``degradation.gt_usm``). With ``plain``, ``(lr, target, hr)``: the HR as it is too.
     """
-    lr, target = degradation.pair(tf.cast(hr, tf.float32) / 255.0, scale, seeds)
-    return _cut_and_convert(lr, target, gray, scale, margin, channels)
+    out = degradation.pair(tf.cast(hr, tf.float32) / 255.0, scale, seeds, plain=plain)
+    lr, target = _cut_and_convert(out[0], out[1], gray, scale, margin, channels)
+    if not plain:
+        return lr, target
+    return lr, target, _cut_and_convert(out[0], out[2], gray, scale, margin, channels)[1]
 
 
 def _cut_and_convert(lr, hr, gray, scale: int, margin: int, channels: str):

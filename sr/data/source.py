@@ -140,6 +140,9 @@ class PatchSource(abc.ABC):
     checkpoint_iterator: ClassVar[bool] = False
     # whether the source can give RGB crops (data.channels=rgb, degradations made from RGB)
     makes_rgb: ClassVar[bool] = True
+    # a degradation's pairs also give the HR as it is, after the sharpened target: (lr, target,
+    # hr) (set by sr.config.build_source for the GAN stage's loss.gan_gt_usm=false)
+    plain_target: bool = False
 
     def __init__(
         self,
@@ -428,6 +431,7 @@ class PatchSource(abc.ABC):
                 self.channels,
                 self.degradation,
                 seeds,
+                self.plain_target,
             )
         return make_pairs(
             batch["hr"],
@@ -452,7 +456,7 @@ class PatchSource(abc.ABC):
 
         def stage(hr, gray, seeds):
             args = (self.scale, self.margin, self.channels, self.degradation)
-            return degraded_pairs(hr, gray, *args, seeds)
+            return degraded_pairs(hr, gray, *args, seeds, self.plain_target)
 
         return stage
 

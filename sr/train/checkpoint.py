@@ -45,14 +45,17 @@ def make_checkpoint(
     elapsed: tf.Variable | None = None,
     ema: list | None = None,
     guard: tf.train.Checkpoint | None = None,
+    extra: dict | None = None,
 ):
     """The one checkpoint structure of the project: ``model``, ``optimizer``, ``step``,
     ``data`` (:func:`make_data_state`), ``elapsed`` (float64 seconds of the time budget
     used, ``train.max_minutes``), ``ema`` (with ``train.ema``: the moving averages of the
     weights, one per variable of ``model.trainable_variables`` and in its order, so that
     ``Checkpoint(ema=model.trainable_variables)`` restores them into a model) and ``guard``
-    (:func:`make_guard_state`); parts left out are neither saved nor restored."""
-    parts = {"model": model}
+    (:func:`make_guard_state`), and ``extra``: the parts of the trainer's training part (the GAN
+    stage's ``discriminator`` and ``d_optimizer``, ``sr.train.gan``); parts left out are neither
+    saved nor restored."""
+    parts = {"model": model, **(extra or {})}
     if guard is not None:
         parts["guard"] = guard
     if ema is not None:

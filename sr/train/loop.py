@@ -25,13 +25,14 @@ from sr.train.checkpoint import (
     make_guard_state,
     make_manager,
 )
+from sr.train.gan import training_part
 from sr.train.guard import DivergenceGuard, GuardSettings
 from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
 from sr.train.report import Reporting
 from sr.train.rollback import GuardPolicy
 from sr.train.saving import CheckpointPolicy
 from sr.train.schedule import train_schedule
-from sr.train.step import LossWindow, TrainStep
+from sr.train.step import LossWindow
 from sr.train.timing import StepTimer
 from sr.train.validation import Validator
 
@@ -156,7 +157,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.optimizer_choice = optimizer_choice(cfg)
         self.skip_nonfinite = cfg.train.get("on_nonfinite", "stop") == "skip"
         self.guard = DivergenceGuard(GuardSettings.from_config(cfg.train))
-        self.best_psnr = float("-inf")  # of checkpoints/best
+        self.best_score = float("-inf")  # of checkpoints/best (higher is better)
         self.saved_steps: list[int] = []  # steps saved in the rotation (rollback targets)
         with self.strategy.scope():
             self._build_optimizer(mixed)
@@ -168,11 +169,12 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         )
         self.val_files = loader.val_files if self.chief else []
         self.validator = Validator(
-            loader, model, self.optimizer, self.ema is not None, self.writer, cfg.train.val_images
-        )
+            loader, model, self.optimizer, self.ema is not None, self.writer,
+            cfg.train.val_images, with_niqe=self.part.best_metric == "niqe",
+        )  # fmt: skip
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)
-        self.stepper = TrainStep(
+        self.stepper = self.part.make_step(
             model, self.optimizer, self.loss, self.strategy, self.global_batch, counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
             clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
@@ -199,6 +201,10 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         )
         self.optimizer = make_optimizer(self.cfg, mixed, schedule=self.schedule)
         self.optimizer.build(self.model.trainable_variables)
+        # what this way of training adds (the GAN stage: a discriminator, its optimizer, its
+        # step, its rules): sr.train.step.PixelTraining or sr.train.gan.AdversarialTraining
+        channels = int(self.model.outputs[0].shape[-1])
+        self.part = training_part(self.cfg, self.loss, channels, mixed, self.guard_state.lr_scale)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         # device-side non-finite record, not checkpointed: the first step whose loss was
         # NaN or inf (-1: none; policy stop) and the count of skipped steps (policy skip)
@@ -213,6 +219,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             self.elapsed,
             ema=self.ema,
             guard=self.guard_state,
+            extra=self.part.checkpoint_parts(),
         )
 
     def _build_managers(self) -> None:

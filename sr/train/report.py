@@ -51,6 +51,7 @@ class Reporting:
             tf.summary.scalar("train/data_wait_ms", stats.data_wait_ms)
             tf.summary.scalar("train/patches_per_sec", stats.patches_per_sec)
             tf.summary.scalar("train/lr", lr)
+        self.part.log_window(int(self.step.numpy()), self.writer)
 
     def finish(self, timer: StepTimer, res: dict, interrupted) -> dict:
         """The result of :meth:`fit` (see there), logged and recorded in HParams."""
@@ -77,7 +78,7 @@ class Reporting:
                 data_wait_share=summary.data_wait_share,
                 patches_per_sec=summary.patches_per_sec,
             )
-        for key in (*METRICS, "ema_psnr", "ema_ssim"):
+        for key in (*METRICS, "ema_psnr", "ema_ssim", "niqe", "niqe_bicubic", "ema_niqe"):
             if key in res:
                 final[f"val/{key}"] = res[key]
         self.write_hparams(final)
@@ -139,6 +140,7 @@ class Reporting:
             "lr_schedule": str(c.train.lr_schedule),
             "loss": self.loss.name,
             "loss_config": self.loss.describe(),
+            "discriminator": self.part.describe(),
             "optimizer": self.optimizer_choice.name,
             "optimizer_config": self.optimizer_choice.describe(),
             "ema": float(c.train.get("ema") or 0.0),

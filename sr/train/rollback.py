@@ -36,13 +36,15 @@ class GuardPolicy:
         """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
         total, count, peak = self.window.read()
-        return self.guard.window(int(self.step.numpy()), total, count, peak)
+        step = int(self.step.numpy())
+        return self.guard.window(step, total, count, peak) or self.part.judge(step)
 
     def judge_validation(self, res: dict, cluster: bool) -> str | None:
         """Judge a validation result (its ``psnr``, dB, of the trained weights; only the chief
         validates, so with several workers the verdict is agreed with a collective); on an
         accepted one, keep ``checkpoints/best`` if it is the best so far."""
-        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if res else None
+        judged = res and self.part.judges_psnr  # a GAN lowers PSNR on purpose
+        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if judged else None
         if cluster:
             verdict = verdict or ("validation collapse (on the chief)" if self._any_worker(
                 verdict is not None) else None)  # fmt: skip
@@ -128,6 +130,7 @@ class GuardPolicy:
         self.guard_state.rollbacks.assign(rollbacks + (scale < 1))
         self.first_bad.assign(-1)
         self.window.read()  # forget the diverged steps' losses
+        self.part.forget()
         self.guard.rolled_back(target)
         self.saved_steps = [s for s in self.saved_steps if s <= target]
         self.stream_checkpoint = self.data_checkpoint(path)
@@ -149,12 +152,15 @@ class GuardPolicy:
                 log.info("divergence guard: deleted the suspect checkpoint %s", prefix)
 
     def keep_best(self, res: dict, cluster: bool) -> None:
-        """Save ``checkpoints/best`` when this validation's PSNR (of the averaged weights with
-        ``train.ema``, as evaluate.py scores by default) is the best so far, with
+        """Save ``checkpoints/best`` when this validation is the best so far by the part's rule
+        (``self.part.best_metric``: the highest PSNR, or for the GAN stage the lowest NIQE; of
+        the averaged weights with ``train.ema``, as evaluate.py scores by default), with
         ``best.json`` beside it; every worker saves (a collective), the chief keeps it."""
-        key = "ema_psnr" if self.ema is not None else "psnr"
-        score = res.get(key, -math.inf) if res else -math.inf
-        better = score > self.best_psnr
+        metric = self.part.best_metric
+        key = f"ema_{metric}" if self.ema is not None else metric
+        value = res.get(key, math.nan) if res else math.nan
+        score = -value if metric == "niqe" else value  # higher is better
+        better = score > self.best_score  # False for NaN
         if cluster:
             better = self._any_worker(better)
         if not better:
@@ -165,24 +171,30 @@ class GuardPolicy:
         distribute.discard(self.best_manager.directory)
         if not self.chief:
             return
-        self.best_psnr = score
+        self.best_score = score
+        psnr_key = "ema_psnr" if self.ema is not None else "psnr"
         record = {
             "step": step,
-            "psnr": score,
-            "weights": "ema" if key == "ema_psnr" else "live",
+            "metric": metric,
+            metric: value,
+            "psnr": res[psnr_key],
+            "weights": "ema" if self.ema is not None else "live",
             "live_psnr": res["psnr"],
             "checkpoint": Path(path).name,
         }
         tmp = Path(self.best_manager.directory) / (BEST_RECORD + ".tmp")
         tmp.write_text(json.dumps(record, indent=1) + "\n")
         tmp.replace(Path(self.best_manager.directory) / BEST_RECORD)  # atomic
-        log.info("best checkpoint so far: %s (PSNR %.2f dB, %s weights)", path, score,
-                 record["weights"])  # fmt: skip
+        unit = " dB" if metric == "psnr" else ""
+        log.info("best checkpoint so far: %s (%s %.3f%s, %s weights)", path, metric.upper(),
+                 value, unit, record["weights"])  # fmt: skip
 
     def restore_best_record(self) -> None:
-        """On a resume: the best PSNR so far (``checkpoints/best/best.json``), so that only a
+        """On a resume: the best score so far (``checkpoints/best/best.json``), so that only a
         better validation replaces ``checkpoints/best``, and the guard's reference."""
         record = read_best(self.resume_dir)
         if record is not None:
-            self.best_psnr = float(record["psnr"])
+            metric = record.get("metric", "psnr")  # runs saved before GAN runs: PSNR
+            value = float(record.get(metric, record["psnr"]))
+            self.best_score = -value if metric == "niqe" else value
             self.guard.best_psnr = float(record.get("live_psnr", record["psnr"]))

@@ -130,6 +130,7 @@ class CheckpointPolicy:
             self.step,
             elapsed=self.elapsed if elapsed else None,
             guard=guard,
+            extra=self.part.checkpoint_parts(),
         ).restore(path).expect_partial().assert_existing_objects_matched()
 
     def data_checkpoint(self, path: str) -> str | None:
@@ -221,7 +222,8 @@ class CheckpointPolicy:
             bad = int(self.first_bad.numpy())
             if bad >= 0:
                 raise self.nonfinite_error(bad, "non-finite loss (NaN or inf)")
-        if weights and not bool(all_finite(self.model.weights + self.optimizer.variables)):
+        checked = [*self.model.weights, *self.optimizer.variables, *self.part.variables()]
+        if weights and not bool(all_finite(checked)):
             raise self.nonfinite_error(step, "non-finite weights")
 
     def _check_skipped(self, step: int) -> None:

@@ -152,6 +152,13 @@ class TrainStep:
         tf.cond(bad == 0, update, lambda: tf.constant(0.0))
         return loss, tf.cast(bad == 0, tf.float32)
 
+    def record(self, loss: tf.Tensor) -> tf.Tensor:
+        """Record the step's loss (summed over the replicas) in the guard's window; returns the
+        loss the loop logs and the guard judges."""
+        if self.window is not None:
+            self.window.add(loss)
+        return loss
+
     def _train_step(self, batch):
         """One optimizer step on a (distributed) batch ``(lr, hr)``: float32 ``[B, h, w, C]``
         and ``[B, s h, s w, C]`` in [0, 1] (or what ``prepare`` makes them from), B the global
@@ -176,10 +183,8 @@ class TrainStep:
             batch = self.strategy.run(self.prepare, args=batch)
         losses, finite = self.strategy.run(self.replica_step, args=batch)
         sum_ = tf.distribute.ReduceOp.SUM
-        loss = self.strategy.reduce(sum_, losses, axis=None)
+        loss = self.record(self.strategy.reduce(sum_, losses, axis=None))
         self.step.assign_add(1)
-        if self.window is not None:
-            self.window.add(loss)
         if self.skip_nonfinite:  # the same on every replica: all skip, or none
             ok = self.strategy.experimental_local_results(finite)[0]
             self.skipped.assign_add(tf.cast(ok <= 0, tf.int64))
@@ -187,3 +192,40 @@ class TrainStep:
             known = tf.logical_or(tf.math.is_finite(loss), self.first_bad >= 0)
             self.first_bad.assign(tf.where(known, self.first_bad, self.step))
         return loss
+
+
+class PixelTraining:
+    """The trainer's part for a pixel loss (``discriminator=none``): one model, one optimizer,
+    the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.gan.training_part`);
+    :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
+
+    ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
+    judges the validation PSNR (:attr:`judges_psnr`)."""
+
+    best_metric = "psnr"
+    judges_psnr = True
+
+    def checkpoint_parts(self) -> dict:
+        """What the part adds to every checkpoint: nothing."""
+        return {}
+
+    def variables(self) -> list:
+        """Variables of the part, checked finite before every save: none."""
+        return []
+
+    def make_step(self, *args, **kwargs) -> TrainStep:
+        """The step (:class:`TrainStep`'s arguments)."""
+        return TrainStep(*args, **kwargs)
+
+    def log_window(self, step: int, writer) -> None:
+        """Nothing beyond the loop's timing line and ``train/`` scalars."""
+
+    def judge(self, step: int) -> str | None:
+        """No rule beyond the guard's own: None."""
+        return None
+
+    def forget(self) -> None:
+        """Nothing to forget after a rollback."""
+
+    def describe(self) -> str:
+        return "none"

@@ -16,7 +16,7 @@ import tensorflow as tf
 from sr.core.images import ImageFolderError
 from sr.data.sequence import SequenceSource
 from sr.data.source import PatchSource
-from sr.evaluation import METRICS, evaluate_images, evaluate_sequences
+from sr.evaluation import METRICS, NIQE_METRICS, evaluate_images, evaluate_sequences
 from sr.results import degraded_lr
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,9 @@ def degraded_val_lr(source: PatchSource) -> list[np.ndarray] | None:
     ]
 
 
-def evaluate_source(source: PatchSource, model, keep: int = 0, lr_images=None) -> dict:
+def evaluate_source(
+    source: PatchSource, model, keep: int = 0, lr_images=None, with_niqe: bool = False
+) -> dict:
     """Score ``model`` on ``source``'s validation data: its validation sequences
     (:func:`sr.evaluation.evaluate_sequences`, windows as the source's) for ``data=sequence``,
     else its validation images (:func:`sr.evaluation.evaluate_images`); see those for the
@@ -56,6 +58,7 @@ def evaluate_source(source: PatchSource, model, keep: int = 0, lr_images=None) -
         keep: keep the arrays of the first ``keep`` images for TensorBoard panels.
         lr_images: the given LR of each validation image (:func:`degraded_val_lr`), or None for
             the protocol's bicubic LR.
+        with_niqe: add NIQE of the SR and of bicubic (``niqe``, ``niqe_bicubic``; images only).
     """
     if isinstance(source, SequenceSource):
         return evaluate_sequences(
@@ -68,7 +71,9 @@ def evaluate_source(source: PatchSource, model, keep: int = 0, lr_images=None) -
             keep=keep,
             folder=source.val_dir,
         )
-    return evaluate_images(model, source.val_files, source.scale, keep=keep, lr_files=lr_images)
+    return evaluate_images(
+        model, source.val_files, source.scale, keep=keep, lr_files=lr_images, with_niqe=with_niqe
+    )
 
 
 def side_by_side(*images: np.ndarray) -> np.ndarray:
@@ -88,11 +93,13 @@ class Validator:
         averaged: ``train.ema`` is on: the averaged weights are scored too.
         writer: the TensorBoard writer.
         keep: ``train.val_images``, the panels shown in TensorBoard.
+        with_niqe: score NIQE too (the GAN stage's rule of ``checkpoints/best``).
     """
 
-    def __init__(self, source, model, optimizer, averaged: bool, writer, keep: int):
+    def __init__(self, source, model, optimizer, averaged, writer, keep, with_niqe=False):
         self.source, self.model, self.optimizer = source, model, optimizer
         self.averaged, self.writer, self.keep = averaged, writer, keep
+        self.metrics = (*METRICS, *NIQE_METRICS) if with_niqe else METRICS
         self.lr_images = None if isinstance(source, SequenceSource) else degraded_val_lr(source)
         if self.lr_images is not None:
             log.info(
@@ -116,15 +123,18 @@ class Validator:
             finally:
                 for variable, value in zip(self.model.trainable_variables, trained):
                     variable.assign(value)
-            res.update({f"ema_{key}": averaged[key] for key in METRICS})
+            res.update({f"ema_{key}": averaged[key] for key in self.metrics})
         return res
 
     def evaluate(self, step: int, tag: str, what: str) -> dict:
         """Score the model's current weights on the validation images; log under ``tag/``."""
         t0 = time.perf_counter()
-        res = evaluate_source(self.source, self.model, keep=self.keep, lr_images=self.lr_images)
+        with_niqe = len(self.metrics) > len(METRICS)
+        res = evaluate_source(
+            self.source, self.model, self.keep, lr_images=self.lr_images, with_niqe=with_niqe
+        )
         with self.writer.as_default(step=step):
-            for key in METRICS:
+            for key in self.metrics:
                 tf.summary.scalar(f"{tag}/{key}", res[key])
             for name, bicubic, sr, hr in res["panels"]:
                 tf.summary.image(
@@ -142,4 +152,7 @@ class Validator:
             res["ssim_bicubic"],
             time.perf_counter() - t0,
         )
+        if with_niqe:
+            log.info("validation%s step %d: NIQE %.3f (bicubic %.3f; lower is better)", what,
+                     step, res["niqe"], res["niqe_bicubic"])  # fmt: skip
         return res

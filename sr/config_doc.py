@@ -1,0 +1,119 @@
+"""docs/config.md's tables, generated from the schemas of :mod:`sr.config` and ``conf/``:
+``python -m sr.config_doc --write`` (``tests/test_config_doc.py`` checks the doc is current)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from sr.config import (
+    DATA_SCHEMAS,
+    GROUPS,
+    PROJECT_ROOT,
+    AdamConfig,
+    AdamWConfig,
+    CharbonnierConfig,
+    Config,
+    TrainConfig,
+)
+from sr.core.realesrgan import Options, Params
+from sr.core.schema import bounds_text, field_docs, show_default
+from sr.data.source import DataConfig
+from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
+from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
+
+
+def _yaml_summary(path: Path) -> str:
+    """The first sentence of a YAML's leading comment (up to a line ending in ``.`` or ``:``)."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#") or line.startswith("# @package"):
+            if words:
+                break
+            continue
+        words.append(line.lstrip("# ").strip())
+        if words[-1].endswith((".", ":")):
+            break
+    return " ".join(words).rstrip(":")
+
+
+def config_tables() -> str:
+    """docs/config.md's tables: every option of every config group (first comment line of its YAML)
+    and every key of the schemas with its default and meaning (the comment beside the field), so
+    that the documentation cannot drift from the code. ``tests/test_config_doc.py`` checks that
+    docs/config.md holds exactly this text."""
+    conf = PROJECT_ROOT / "conf"
+    chosen = {}
+    for entry in OmegaConf.load(conf / "config.yaml").defaults:
+        if isinstance(entry, DictConfig) or isinstance(entry, dict):
+            for key, value in dict(entry).items():
+                chosen[str(key).replace("optional ", "")] = value
+    lines = ["| group | option | what it is |", "| --- | --- | --- |"]
+    for group in (*GROUPS, "experiment"):
+        for path in sorted((conf / group).glob("*.yaml")):
+            mark = " (default)" if chosen.get(group) == path.stem else ""
+            lines.append(f"| `{group}` | `{path.stem}`{mark} | {_yaml_summary(path)} |")
+    lines += ["", "| key | default | meaning |", "| --- | --- | --- |"]
+    sections = [
+        ("data", DataConfig, "every mode"),
+        *(("data", schema, f"`data={name[5:]}` only") for name, schema in DATA_SCHEMAS.items()),
+        ("train", TrainConfig, ""),
+        ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
+        ("loss", RealESRGANLossConfig, "`loss=realesrgan` only"),
+        ("optimizer", AdamConfig, ""),
+        ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
+        *(
+            ("model", schema, f"`{target}`; each conf/model/ option sets its own values")
+            for target, schema in MODEL_SCHEMAS.items()
+        ),
+        ("degradation", Params, "`degradation=realesrgan` only"),
+        ("degradation", Options, "`degradation=realesrgan` only"),
+        ("discriminator", DiscriminatorConfig, ""),
+        ("", Config, ""),
+    ]
+    seen: set[str] = set()
+    for prefix, schema, scope in sections:
+        docs = field_docs(schema)
+        for f in dataclasses.fields(schema):
+            key = f"{prefix}.{f.name}" if prefix else f.name
+            own = prefix == "model" and f.name in schema.__annotations__  # per builder
+            if f.name == "_target_" or (key in seen and not own) or f.name in GROUPS:
+                continue
+            seen.add(key)
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            scope_note = f" ({scope})" if scope and scope != "every mode" else ""
+            meaning = docs.get(f.name, "").replace("|", "\\|")
+            if f.metadata.get("choices"):
+                meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
+            elif "nullable" in f.metadata and bounds_text(f.metadata):
+                meaning = f"{meaning} ({bounds_text(f.metadata)})"
+            lines.append(f"| `{key}` | {show_default(default)} | {meaning}{scope_note} |")
+    return "\n".join(lines) + "\n"
+
+
+# The file that holds the tables, between these markers.
+CONFIG_DOC = PROJECT_ROOT / "docs" / "config.md"
+CONFIG_TABLE_MARKERS = ("<!-- config-tables: start -->", "<!-- config-tables: end -->")
+
+
+def update_config_doc(path: Path = CONFIG_DOC) -> bool:
+    """Replace the text between :data:`CONFIG_TABLE_MARKERS` in ``path`` (docs/config.md) by
+    :func:`config_tables`; returns True if it changed."""
+    text = path.read_text()
+    start, end = CONFIG_TABLE_MARKERS
+    head, rest = text.split(start, 1)
+    new = f"{head}{start}\n{config_tables()}{end}{rest.split(end, 1)[1]}"
+    path.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m sr.config_doc [--write]: print the tables, or write the doc
+    import sys
+
+    if "--write" in sys.argv[1:]:
+        doc = CONFIG_DOC.relative_to(PROJECT_ROOT)
+        print(f"{doc} updated" if update_config_doc() else f"{doc} already up to date")
+    else:
+        print(config_tables(), end="")

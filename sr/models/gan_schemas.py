@@ -1,0 +1,68 @@
+"""The keys of the GAN stage's parts: the ``discriminator`` group (``conf/discriminator/``) and
+``loss=realesrgan`` (``conf/loss/realesrgan.yaml``), with their allowed values, checked by
+:func:`sr.core.schema.check_node` at start-up (``sr.config.validate``) before any data or model
+work. The defaults are Real-ESRGAN's (``options/train_realesrgan_x4plus.yml``: X. Wang et al.,
+ICCV-W 2021; github.com/xinntao/Real-ESRGAN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sr.core.schema import bounded
+from sr.models.vgg import LAYERS, WEIGHTS_FILE
+
+DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
+LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
+
+
+def _target(value) -> str | None:
+    if value is None or value in DISCRIMINATORS:
+        return None
+    return f"must be null (no discriminator) or one of {', '.join(DISCRIMINATORS)}"
+
+
+def _vgg_weights(value) -> str | None:
+    """Why ``value`` is not a VGG19 weights choice: ``imagenet``, ``random`` or an existing
+    file (checked here, before any work; its content is checked when the VGG is built)."""
+    if value in ("imagenet", "random") or Path(str(value)).expanduser().is_file():
+        return None
+    return (
+        f"must be imagenet (Keras's VGG19 weights, fetched once and cached), random (smoke tests "
+        f"only) or the path of a local copy of {WEIGHTS_FILE}; no such file"
+    )
+
+
+@dataclass
+class DiscriminatorConfig:
+    """Keys of the ``discriminator`` group: ``none`` (the default: a pixel loss only) or
+    ``unet_sn`` (Real-ESRGAN's U-Net discriminator with spectral norm, and its optimizer)."""
+
+    _target_: str | None = bounded(None, check=_target)  # the builder (null: no discriminator)
+    features: int = bounded(64, minimum=1, integer=True)  # channels of its first conv (paper: 64)
+    skip_connection: bool = True  # the U-Net's skip connections (paper: true)
+    lr: float = bounded(1e-4, minimum=0, above=True)  # its Adam's learning rate (paper: 1e-4)
+    beta_1: float = bounded(0.9, minimum=0, maximum=0.999)  # its Adam's betas (paper: 0.9, 0.99)
+    beta_2: float = bounded(0.99, minimum=0, maximum=0.9999)
+    # the guard's collapse rule: a log window whose mean discriminator loss (real + fake terms,
+    # 2 ln 2 = 1.39 at balance) is below this means it wins and the generator learns nothing
+    collapse_loss: float = bounded(0.05, minimum=0)
+
+
+@dataclass
+class RealESRGANLossConfig:
+    """Keys of ``loss=realesrgan`` (``sr.train.gan_loss.RealESRGANLoss``): the weighted sum of
+    L1, perceptual and GAN terms of Real-ESRGAN's second stage."""
+
+    _target_: str = "sr.train.gan_loss.RealESRGANLoss"
+    l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
+    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 perceptual term (paper: 1; 0: off)
+    # VGG19's weights: imagenet (Keras's, fetched and cached), random (smoke tests) or a path
+    vgg_weights: str = bounded("imagenet", check=_vgg_weights)
+    # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper
+    vgg_layer_weights: list[float] = bounded(LAYER_WEIGHTS, minimum=0, length=len(LAYERS))
+    gan_weight: float = bounded(0.1, minimum=0)  # weight of the generator's GAN term (paper: 0.1)
+    l1_gt_usm: bool = True  # the L1 term's target is the sharpened HR (degradation.gt_usm)
+    percep_gt_usm: bool = True  # the perceptual term's too
+    gan_gt_usm: bool = False  # the discriminator's real images: the HR as it is (paper)

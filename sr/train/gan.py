@@ -1,0 +1,255 @@
+"""The GAN stage of Real-ESRGAN (``discriminator=unet_sn`` with ``loss=realesrgan``): a part the
+trainer composes, as it composes the pixel-loss training of :mod:`sr.train.step`.
+
+:func:`training_part` gives the trainer its part: :class:`sr.train.step.PixelTraining` for
+``discriminator=none``, :class:`AdversarialTraining` otherwise. The part owns what the GAN adds:
+the discriminator and its optimizer (in every checkpoint: resume, rollback and
+``checkpoints/best`` cover them), its step (:class:`GANStep`), its TensorBoard scalars, the
+guard's collapse rule and the rule of ``checkpoints/best`` (the lowest NIQE of the validation
+SR: a GAN lowers PSNR on purpose). The trainer's loop has no GAN branch.
+
+The update is Real-ESRGAN's ``optimize_parameters`` (``realesrgan/models/realesrgan_model.py``):
+the generator's step on ``l1_weight L1 + perceptual_weight perceptual + gan_weight BCE(D(SR),
+1)``, then the discriminator's on ``BCE(D(HR), 1) + BCE(D(SR), 0)`` with the same (detached) SR
+and the discriminator's weights before its update; both gradients come from one forward pass
+here, which is the same arithmetic (the generator's step does not change the discriminator).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+import keras
+import tensorflow as tf
+
+from sr.core.errors import ConfigError
+from sr.train.gan_loss import RealESRGANLoss
+from sr.train.step import PixelTraining, TrainStep, all_finite, clip_by_global_norm
+
+log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
+
+TERMS = ("l1", "perceptual", "gan", "d_real_loss", "d_fake_loss", "d_real", "d_fake")
+"""What :class:`GANStep` records each step (batch means): the generator's unweighted L1,
+perceptual and GAN terms, the discriminator's two cross-entropies, and its mean logit on the HR
+(``D(real)``) and on the SR (``D(fake)``)."""
+
+
+def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable):
+    """The trainer's part for ``cfg``: :class:`sr.train.step.PixelTraining` without a
+    discriminator, else :class:`AdversarialTraining` (built in the strategy's scope).
+
+    Raises:
+        ConfigError: a discriminator with a loss that is not ``loss=realesrgan``; a missing or
+            unreachable VGG19 weights file (before any step).
+    """
+    node = cfg.get("discriminator")
+    if node is None or not node.get("_target_"):
+        return PixelTraining()
+    if not isinstance(loss, RealESRGANLoss):
+        raise ConfigError("discriminator=unet_sn needs loss=realesrgan (the GAN's loss terms)")
+    return AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
+
+
+class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
+    """A constant learning rate times the divergence guard's factor (``lr_scale``)."""
+
+    def __init__(self, rate: float, scale: tf.Variable):
+        self.rate, self.scale = float(rate), scale
+
+    def __call__(self, step):
+        return self.rate * tf.cast(self.scale, tf.float32)
+
+    def get_config(self):
+        return {"rate": self.rate}
+
+
+class TermWindow:
+    """Device-side sums of :data:`TERMS` since the host last read them, and their count."""
+
+    def __init__(self):
+        self.total = tf.Variable(tf.zeros([len(TERMS)]), trainable=False, name="gan_term_sums")
+        self.count = tf.Variable(0.0, trainable=False, name="gan_term_count")
+
+    def add(self, terms: tf.Tensor) -> None:
+        finite = tf.reduce_all(tf.math.is_finite(terms))
+        self.total.assign_add(tf.where(finite, terms, 0.0))
+        self.count.assign_add(tf.cast(finite, tf.float32))
+
+    def read(self) -> dict[str, float] | None:
+        """The means of the terms since the last read (None if no finite step); resets."""
+        total, count = self.total.numpy(), float(self.count.numpy())
+        self.total.assign(tf.zeros_like(self.total))
+        self.count.assign(0.0)
+        return {k: float(v) / count for k, v in zip(TERMS, total)} if count else None
+
+
+class GANStep(TrainStep):
+    """One generator and one discriminator update on a (distributed) batch ``(lr, target)`` or
+    ``(lr, target, hr)`` (the HR as it is, beside the sharpened target, when a term asks for
+    it: ``loss.*_gt_usm``). The arguments are :class:`sr.train.step.TrainStep`'s, with the
+    ``loss`` a :class:`sr.train.gan_loss.RealESRGANLoss`, plus the ``discriminator`` and its
+    ``d_optimizer``. ``train.clip_norm`` clips the generator's gradient. The step's loss (the
+    divergence guard's, the log's) is the unweighted L1 term: the pixel loss."""
+
+    def __init__(self, *args, discriminator: keras.Model, d_optimizer, **kwargs):
+        self.discriminator, self.d_optimizer = discriminator, d_optimizer
+        self.terms = TermWindow()
+        super().__init__(*args, **kwargs)
+
+    def _gradients(self, lr, target, hr):
+        """Forward and backward pass of one replica: its shares of :data:`TERMS` (float32
+        ``[7]``), the generator's and the discriminator's gradients."""
+        loss, d = self.loss, self.discriminator
+        share = lambda x: tf.nn.compute_average_loss(x, global_batch_size=self.global_batch)  # noqa: E731
+        with tf.GradientTape(persistent=True) as tape:
+            sr = tf.cast(self.model(lr, training=True), tf.float32)
+            l1 = share(loss.l1(target if loss.l1_gt_usm else hr, sr))
+            percep = share(loss.perceptual(target if loss.percep_gt_usm else hr, sr))
+            fake_g = d(sr, training=True)
+            gan = share(loss.generator_gan(fake_g))
+            g_loss = loss.l1_weight * l1 + loss.perceptual_weight * percep + loss.gan_weight * gan
+            real_logits = d(target if loss.gan_gt_usm else hr, training=True)
+            fake_logits = d(tf.stop_gradient(sr), training=True)
+            d_real, d_fake = (share(t) for t in loss.discriminator(real_logits, fake_logits))
+            scaled_g = self.optimizer.scale_loss(g_loss)
+            scaled_d = self.d_optimizer.scale_loss(d_real + d_fake)
+        g_grads = tape.gradient(scaled_g, self.model.trainable_variables)
+        d_grads = tape.gradient(scaled_d, d.trainable_variables)
+        del tape
+        means = [share(tf.reduce_mean(tf.cast(x, tf.float32), axis=[1, 2, 3]))
+                 for x in (real_logits, fake_logits)]  # fmt: skip
+        return tf.stack([l1, percep, gan, d_real, d_fake, *means]), g_grads, d_grads
+
+    def _replica_step(self, lr, target, hr=None):
+        """One replica's share of the GAN update; returns its shares of :data:`TERMS` and
+        whether the step is finite on every replica (float32 1 or 0)."""
+        hr = target if hr is None else hr
+        terms, g_grads, d_grads = self.gradients(lr, target, hr)
+        if self.clip_norm is not None:
+            unscale = tf.cast(self.optimizer.scale_loss(tf.constant(1.0)), tf.float32)
+            g_grads = clip_by_global_norm(g_grads, float(self.clip_norm), unscale)
+        generator = self.model.trainable_variables
+        discriminator = self.discriminator.trainable_variables
+
+        def update():
+            self.optimizer.apply(g_grads, generator)
+            self.d_optimizer.apply(d_grads, discriminator)
+            return tf.constant(0.0)
+
+        if not self.skip_nonfinite:
+            update()
+            return terms, tf.constant(1.0)
+        finite = tf.logical_and(
+            tf.reduce_all(tf.math.is_finite(terms)), all_finite([*g_grads, *d_grads])
+        )
+        context = tf.distribute.get_replica_context()
+        bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+        tf.cond(bad == 0, update, lambda: tf.constant(0.0))
+        return terms, tf.cast(bad == 0, tf.float32)
+
+    def record(self, terms: tf.Tensor) -> tf.Tensor:
+        """Record the step's terms (:class:`TermWindow`) and its pixel loss (the guard's
+        window); returns the pixel loss."""
+        self.terms.add(terms)
+        if self.window is not None:
+            self.window.add(terms[0])
+        return terms[0]
+
+
+class AdversarialTraining:
+    """The GAN stage's part of the trainer (``discriminator=unet_sn``, ``loss=realesrgan``).
+
+    Args:
+        cfg: the composed config (``discriminator``, ``train.guard``).
+        loss: the run's :class:`sr.train.gan_loss.RealESRGANLoss` (its VGG is built here).
+        channels: the images' channels (1: Y, 3: RGB).
+        mixed: mixed float16 is on (the discriminator's optimizer scales its loss).
+        lr_scale: the divergence guard's learning-rate factor (scales the discriminator's rate
+            too).
+
+    The rule of ``checkpoints/best`` (:attr:`best_metric`): the lowest NIQE of the validation SR
+    (``sr.core.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
+    PSNR for texture; the guard judges the pixel loss and the discriminator's collapse, not the
+    validation PSNR (:attr:`judges_psnr`).
+    """
+
+    best_metric = "niqe"
+    judges_psnr = False
+
+    def __init__(self, cfg, loss: RealESRGANLoss, channels: int, mixed: bool, lr_scale):
+        d = cfg.discriminator
+        loss.build()  # the VGG19: a missing weights file is refused here, before any step
+        self.loss, self.guard_on = loss, bool(cfg.train.guard)
+        self.collapse_loss = float(d.collapse_loss)
+        self.discriminator = hydra.utils.get_method(d._target_)(
+            channels=channels, features=int(d.features), skip_connection=bool(d.skip_connection)
+        )
+        optimizer = keras.optimizers.Adam(
+            ScaledRate(float(d.lr), lr_scale), beta_1=float(d.beta_1), beta_2=float(d.beta_2)
+        )
+        self.d_optimizer = keras.optimizers.LossScaleOptimizer(optimizer) if mixed else optimizer
+        self.d_optimizer.build(self.discriminator.trainable_variables)
+        self.step: GANStep | None = None
+        self.means: dict[str, float] | None = None  # of the last log window, not yet judged
+        log.info(
+            "GAN stage: discriminator %s (%d parameters, Adam %g, betas %g/%g), loss %s",
+            d._target_.rsplit(".", 1)[-1], self.discriminator.count_params(), d.lr, d.beta_1,
+            d.beta_2, loss.describe(),
+        )  # fmt: skip
+
+    def checkpoint_parts(self) -> dict:
+        """The discriminator and its optimizer, saved in every checkpoint."""
+        return {"discriminator": self.discriminator, "d_optimizer": self.d_optimizer}
+
+    def variables(self) -> list:
+        """The variables checked finite before every save."""
+        return [*self.discriminator.weights, *self.d_optimizer.variables]
+
+    def make_step(self, *args, **kwargs) -> GANStep:
+        """The :class:`GANStep` (arguments: :class:`sr.train.step.TrainStep`'s)."""
+        self.step = GANStep(
+            *args, discriminator=self.discriminator, d_optimizer=self.d_optimizer, **kwargs
+        )
+        return self.step
+
+    def log_window(self, step: int, writer) -> None:
+        """The GAN's log line and ``gan/`` scalars (each term, D(real), D(fake)) of the steps
+        since the last one."""
+        self.means = self.step.terms.read()
+        if self.means is None:
+            return
+        m = self.means
+        log.info(
+            "GAN terms: l1 %.4f  perceptual %.4f  gan %.4f  |  D loss real %.4f fake %.4f  "
+            "D(real) %+.3f  D(fake) %+.3f", *(m[k] for k in TERMS),
+        )  # fmt: skip
+        with writer.as_default(step=step):
+            for key, value in m.items():
+                tf.summary.scalar(f"gan/{key}", value)
+
+    def judge(self, step: int) -> str | None:
+        """The collapse rule on the last log window: the discriminator's mean loss (real +
+        fake) below ``discriminator.collapse_loss`` (None: accepted, or nothing to judge)."""
+        means, self.means = self.means, None
+        if not self.guard_on or means is None:
+            return None
+        d_loss = means["d_real_loss"] + means["d_fake_loss"]
+        if d_loss < self.collapse_loss:
+            return (
+                f"discriminator collapse: its mean loss in the window to step {step} is "
+                f"{d_loss:.4g}, below discriminator.collapse_loss={self.collapse_loss:g} (it "
+                f"wins: D(real) {means['d_real']:+.2f}, D(fake) {means['d_fake']:+.2f}, and the "
+                "generator's GAN term gives no signal)"
+            )
+        return None
+
+    def forget(self) -> None:
+        """After a rollback: the diverged steps' terms are dropped."""
+        if self.step is not None:
+            self.step.terms.read()
+        self.means = None
+
+    def describe(self) -> str:
+        """The discriminator and its parameter count (TensorBoard HParams)."""
+        return f"{self.discriminator.name} ({self.discriminator.count_params()} parameters)"

@@ -1,0 +1,151 @@
+"""Real-ESRGAN's generator and discriminator losses (``loss=realesrgan``): L1, the VGG19
+perceptual loss and the vanilla GAN loss, each term on its own target as the official code
+(``realesrgan/models/realesrgan_model.py``, ``optimize_parameters``; BasicSR's ``L1Loss``,
+``PerceptualLoss`` and ``GANLoss``). The training step that uses them is
+:class:`sr.train.gan.GANStep`.
+
+Every term maps images to per-example values ``[B]`` (the mean over each example's pixels or
+features), which the step averages over the global batch (``tf.nn.compute_average_loss``), so
+that each term is the batch mean at any replica count, as PyTorch's ``reduction="mean"``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tensorflow as tf
+
+from sr.models.vgg import LAYERS, build_vgg_features
+
+log = logging.getLogger(__name__)
+
+
+def _mean(x: tf.Tensor) -> tf.Tensor:
+    """Per-example mean over every axis but the first: ``[B, ...]`` to ``[B]``."""
+    return tf.reduce_mean(tf.reshape(x, [tf.shape(x)[0], -1]), axis=1)
+
+
+def sigmoid_cross_entropy(logits: tf.Tensor, real: bool) -> tf.Tensor:
+    """Per-example binary cross-entropy of per-pixel logits ``[B, H, W, 1]`` against the label
+    real (1) or fake (0), averaged over the pixels: ``[B]`` float32. PyTorch's
+    ``BCEWithLogitsLoss`` (the vanilla GAN loss of Goodfellow et al. 2014, as BasicSR's
+    ``GANLoss(gan_type="vanilla")``)."""
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.ones_like(logits) if real else tf.zeros_like(logits)
+    return _mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+class RealESRGANLoss:
+    """The weighted terms of Real-ESRGAN's second stage (defaults: the paper's).
+
+    Args:
+        l1_weight: weight of the L1 term (mean absolute error on [0, 1] pixels).
+        perceptual_weight: weight of the perceptual term (0: no VGG is built).
+        vgg_weights: ``imagenet``, ``random`` (smoke tests only: a warning) or the path of a local
+            copy of Keras's VGG19 weights (``sr.models.vgg.build_vgg_features``).
+        vgg_layer_weights: the weights of the pre-ReLU features of conv1_2, conv2_2, conv3_4,
+            conv4_4 and conv5_4 (0.1, 0.1, 1, 1, 1).
+        gan_weight: weight of the generator's GAN term.
+        l1_gt_usm, percep_gt_usm, gan_gt_usm: each term's target is the sharpened HR (true) or
+            the HR as it is (false); they differ only with ``degradation.gt_usm``.
+
+    The perceptual term is BasicSR's ``PerceptualLoss(criterion="l1")``:
+    ``sum_k w_k mean|phi_k(SR) - phi_k(HR)|`` over the features phi_k; the VGG's input is RGB
+    (a Y image is repeated into three channels), normalised as the Keras weights were trained
+    (Caffe's BGR mean; BasicSR normalises by ImageNet's mean and standard deviation for
+    PyTorch's weights). The VGG runs in float32.
+    """
+
+    name = "realesrgan"
+
+    def __init__(
+        self,
+        l1_weight: float = 1.0,
+        perceptual_weight: float = 1.0,
+        vgg_weights: str = "imagenet",
+        vgg_layer_weights=(0.1, 0.1, 1.0, 1.0, 1.0),
+        gan_weight: float = 0.1,
+        l1_gt_usm: bool = True,
+        percep_gt_usm: bool = True,
+        gan_gt_usm: bool = False,
+    ):
+        self.l1_weight, self.perceptual_weight = float(l1_weight), float(perceptual_weight)
+        self.vgg_weights, self.gan_weight = str(vgg_weights), float(gan_weight)
+        self.vgg_layer_weights = tuple(float(w) for w in vgg_layer_weights)
+        if len(self.vgg_layer_weights) != len(LAYERS):
+            raise ValueError(
+                f"loss.vgg_layer_weights needs {len(LAYERS)} weights ({', '.join(LAYERS)}), "
+                f"got {list(vgg_layer_weights)}"
+            )
+        self.l1_gt_usm, self.percep_gt_usm = bool(l1_gt_usm), bool(percep_gt_usm)
+        self.gan_gt_usm = bool(gan_gt_usm)
+        self.vgg = None
+
+    def build(self) -> None:
+        """Build the VGG19 of the perceptual term (with ``perceptual_weight > 0``), before any
+        step: a missing or unreachable weights file is an error then.
+
+        Raises:
+            ConfigError: the weights file is missing or not VGG19's, or ``imagenet`` cannot be
+                fetched; names the file and where to get it.
+        """
+        if self.perceptual_weight > 0 and self.vgg is None:
+            if self.vgg_weights == "random":
+                log.warning(
+                    "loss.vgg_weights=random: the perceptual term uses a VGG19 with random "
+                    "weights, for smoke tests only; use imagenet or a local copy of the weights"
+                )
+            self.vgg = build_vgg_features(self.vgg_weights)
+
+    @property
+    def plain_target(self) -> bool:
+        """Whether a term needs the HR as it is beside the sharpened one."""
+        return not (self.l1_gt_usm and self.percep_gt_usm and self.gan_gt_usm)
+
+    def __call__(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
+        """The L1 term alone (the pixel loss), ``[B]``: :meth:`l1`."""
+        return self.l1(hr, sr)
+
+    def l1(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
+        """Unweighted per-example mean absolute error of ``sr`` against ``hr`` (float32
+        ``[B, H, W, C]`` in [0, 1]): ``[B]``."""
+        return _mean(tf.abs(tf.cast(hr, tf.float32) - tf.cast(sr, tf.float32)))
+
+    def perceptual(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
+        """Unweighted-by-``perceptual_weight`` perceptual term ``[B]``:
+        ``sum_k vgg_layer_weights[k] * mean|phi_k(sr) - phi_k(hr)|``; the HR's features carry
+        no gradient. Zeros without a VGG (``perceptual_weight=0``)."""
+        if self.vgg is None:
+            return tf.zeros([tf.shape(sr)[0]], tf.float32)
+
+        def rgb(x):
+            x = tf.cast(x, tf.float32)
+            return tf.tile(x, [1, 1, 1, 3]) if x.shape[-1] == 1 else x
+
+        batch = tf.concat([rgb(sr), tf.stop_gradient(rgb(hr))], axis=0)  # one VGG pass
+        features = self.vgg(batch, training=False)
+        total = 0.0
+        for name, weight in zip(LAYERS, self.vgg_layer_weights):
+            if weight:
+                f_sr, f_hr = tf.split(tf.cast(features[name], tf.float32), 2, axis=0)
+                total += weight * _mean(tf.abs(f_sr - tf.stop_gradient(f_hr)))
+        return total + tf.zeros([tf.shape(sr)[0]], tf.float32)
+
+    def generator_gan(self, fake_logits: tf.Tensor) -> tf.Tensor:
+        """The generator's GAN term ``[B]`` (unweighted): its SR judged real,
+        ``BCE(D(SR), 1)``."""
+        return sigmoid_cross_entropy(fake_logits, real=True)
+
+    def discriminator(self, real_logits, fake_logits) -> tuple[tf.Tensor, tf.Tensor]:
+        """The discriminator's terms ``([B], [B])``: ``BCE(D(HR), 1)`` and ``BCE(D(SR), 0)``
+        (not weighted: BasicSR's ``GANLoss`` weighs only the generator's term)."""
+        return sigmoid_cross_entropy(real_logits, True), sigmoid_cross_entropy(fake_logits, False)
+
+    def describe(self) -> str:
+        """``realesrgan(l1=1, perceptual=1 (imagenet), gan=0.1, ...)`` (TensorBoard HParams)."""
+        return (
+            f"realesrgan(l1={self.l1_weight:g}, perceptual={self.perceptual_weight:g} "
+            f"({self.vgg_weights}; {', '.join(f'{w:g}' for w in self.vgg_layer_weights)}), "
+            f"gan={self.gan_weight:g}, gt_usm l1/percep/gan={self.l1_gt_usm}/"
+            f"{self.percep_gt_usm}/{self.gan_gt_usm})"
+        )
