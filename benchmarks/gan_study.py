@@ -144,9 +144,8 @@ def tables(rows: list[dict]) -> str:
               "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
     for r in rows:
         cells = " | ".join(f"{r[k]:.{d}f}" for k, d in FIGURES)
-        lines.append(
-            f"| `{r['key']}` | {r['run'] or ''} | {r['seed']} | {r['checkpoint']} | {r['method']} | {cells} |"
-        )
+        run = f"{r['run'] or ''} | {r['seed']} | {r['checkpoint']} | {r['method']}"
+        lines.append(f"| `{r['key']}` | {run} | {cells} |")
     lr = rows[0]["lr_set"]
     lines += ["", f"x4. Set14 degraded: `{lr}` (benchmarks/fixed_degraded_set14.py: blur 1.2 px, "
               "bicubic x1/4, noise 10, JPEG 75); PSNR / SSIM on Y (BT.601), 4-pixel border "
