@@ -26,8 +26,16 @@ def options(group: str) -> list[str]:
 
 
 GROUPS = ("data", "model", "train", "loss", "optimizer")
+GAN = "discriminator=unet_sn"  # loss=realesrgan's discriminator (each needs the other)
+
+
+def with_discriminator(overrides: tuple) -> tuple:
+    """``overrides`` with ``discriminator=unet_sn`` after ``loss=realesrgan``."""
+    return (*overrides, GAN) if "loss=realesrgan" in overrides else overrides
+
+
 COMBINATIONS = [
-    tuple(f"{g}={o}" for g, o in zip(GROUPS, choice))
+    with_discriminator(tuple(f"{g}={o}" for g, o in zip(GROUPS, choice)))
     for choice in itertools.product(*(options(g) for g in GROUPS))
 ]
 
@@ -48,11 +56,13 @@ def all_pairs(combinations: list[tuple]) -> list[tuple]:
 
 
 PAIRWISE = all_pairs(COMBINATIONS)
+GAN_EXPERIMENTS = {"cpu20_realesrgan", "realesrgan_x4"}  # with a discriminator: its loss only
 EXPERIMENTS = [
-    (f"experiment={e}", f"loss={loss}", f"optimizer={opt}")
+    with_discriminator((f"experiment={e}", f"loss={loss}", f"optimizer={opt}"))
     for e in options("experiment")
     for loss in options("loss")
     for opt in options("optimizer")
+    if (e in GAN_EXPERIMENTS) == (loss == "realesrgan") or e not in GAN_EXPERIMENTS
 ]
 
 
@@ -79,8 +89,9 @@ def check(cfg, overrides) -> None:
 
 
 def test_the_groups_are_all_there():
-    assert len(COMBINATIONS) == 3 * 7 * 1 * 3 * 2  # data, model, train, loss, optimizer
-    assert {"l1", "l2", "charbonnier"} == set(options("loss"))
+    assert len(COMBINATIONS) == 3 * 7 * 1 * 4 * 2  # data, model, train, loss, optimizer
+    assert {"l1", "l2", "charbonnier", "realesrgan"} == set(options("loss"))
+    assert {"none", "unet_sn"} == set(options("discriminator"))
     assert {"adam", "adamw"} == set(options("optimizer"))
 
 

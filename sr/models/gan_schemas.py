@@ -43,8 +43,8 @@ class DiscriminatorConfig:
     features: int = bounded(64, minimum=1, integer=True)  # channels of its first conv (paper: 64)
     skip_connection: bool = True  # the U-Net's skip connections (paper: true)
     lr: float = bounded(1e-4, minimum=0, above=True)  # its Adam's learning rate (paper: 1e-4)
-    beta_1: float = bounded(0.9, minimum=0, maximum=0.999)  # its Adam's betas (paper: 0.9, 0.99)
-    beta_2: float = bounded(0.99, minimum=0, maximum=0.9999)
+    beta_1: float = bounded(0.9, minimum=0, maximum=0.999)  # its Adam's beta_1 (paper: 0.9)
+    beta_2: float = bounded(0.99, minimum=0, maximum=0.9999)  # its Adam's beta_2 (paper: 0.99)
     # the guard's collapse rule: a log window whose mean discriminator loss (real + fake terms,
     # 2 ln 2 = 1.39 at balance) is below this means it wins and the generator learns nothing
     collapse_loss: float = bounded(0.05, minimum=0)
@@ -57,7 +57,7 @@ class RealESRGANLossConfig:
 
     _target_: str = "sr.train.gan_loss.RealESRGANLoss"
     l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
-    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 perceptual term (paper: 1; 0: off)
+    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1; 0: off)
     # VGG19's weights: imagenet (Keras's, fetched and cached), random (smoke tests) or a path
     vgg_weights: str = bounded("imagenet", check=_vgg_weights)
     # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper

@@ -16,6 +16,7 @@ import logging
 import tensorflow as tf
 
 from sr.models.vgg import LAYERS, build_vgg_features
+from sr.train.losses import Loss
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def sigmoid_cross_entropy(logits: tf.Tensor, real: bool) -> tf.Tensor:
     return _mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
-class RealESRGANLoss:
+class RealESRGANLoss(Loss):
     """The weighted terms of Real-ESRGAN's second stage (defaults: the paper's).
 
     Args:
@@ -102,9 +103,10 @@ class RealESRGANLoss:
         """Whether a term needs the HR as it is beside the sharpened one."""
         return not (self.l1_gt_usm and self.percep_gt_usm and self.gan_gt_usm)
 
-    def __call__(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
-        """The L1 term alone (the pixel loss), ``[B]``: :meth:`l1`."""
-        return self.l1(hr, sr)
+    def penalty(self, error: tf.Tensor) -> tf.Tensor:
+        """The L1 term's per-pixel penalty: called as a :class:`sr.train.losses.Loss`, this is
+        the pixel loss alone (:meth:`l1`)."""
+        return tf.abs(error)
 
     def l1(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
         """Unweighted per-example mean absolute error of ``sr`` against ``hr`` (float32
