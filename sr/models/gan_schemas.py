@@ -57,7 +57,7 @@ class RealESRGANLossConfig:
 
     _target_: str = "sr.train.gan_loss.RealESRGANLoss"
     l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
-    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1; 0: off)
+    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1)
     # VGG19's weights: imagenet (Keras's, fetched and cached), random (smoke tests) or a path
     vgg_weights: str = bounded("imagenet", check=_vgg_weights)
     # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper
