@@ -114,6 +114,7 @@ def _digest(pair) -> str:
     return hashlib.sha1(b"".join(t.numpy().tobytes() for t in pair)).hexdigest()
 
 
+@pytest.mark.slow  # the servers fixture: three processes to start
 def test_service_batches_keep_the_pipeline_contract(servers, source):
     ds = service.distribute(sr.data.source.pairs_dataset(source), servers)
     assert ds.element_spec[0].shape.as_list() == [B, P // S, P // S, 1]
@@ -280,6 +281,7 @@ def test_unreachable_dispatcher_is_a_clear_error_within_a_bounded_time(source):
         assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow  # the servers fixture: three processes to start
 def test_a_workers_port_is_not_taken_for_the_dispatcher(servers):
     worker = service.check_reachable(servers, 5)["workers"][0]
     with pytest.raises(service.ServiceError, match="not a dispatcher"):
