@@ -319,6 +319,7 @@ def test_a_key_that_moved_is_refused_naming_its_group(override, names):
     check_overrides(["loss=charbonnier", "optimizer.beta_1=0.5"])  # the new keys pass
 
 
+@pytest.mark.slow  # a TensorFlow start-up; the check itself runs in process above
 def test_train_py_exits_2_on_a_key_that_moved_before_making_a_run_folder(tmp_path):
     """The process: train.py checks the overrides before Hydra starts (one run; the keys above)."""
     override = "train.loss=charbonnier"

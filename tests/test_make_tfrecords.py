@@ -27,8 +27,9 @@ def run(*args, cwd):
 @pytest.fixture
 def main(capsys, caplog, monkeypatch, tmp_path):
     """The CLI's ``main(argv)`` in this process, from ``tmp_path``: (exit code, what it printed
-    and logged). Each test runs the script once as a process (``run``); its later calls run
-    here, to spare a TensorFlow start-up each."""
+    and logged). The tests of a build run the script once as a process (``run``), the exit code
+    and output of ``python scripts/make_tfrecords.py``; the refusals (the exit code ``main``
+    returns) and later calls run here, to spare a TensorFlow start-up each."""
     module = load_script("make_tfrecords")
     monkeypatch.chdir(tmp_path)
 
@@ -56,12 +57,9 @@ def test_cli_builds_verifies_and_keeps_up_to_date_shards(photo_dir, tmp_path, ma
     assert code == 0 and "wrote" in out
 
 
-@pytest.mark.slow
-def test_cli_names_an_empty_folder(tmp_path):
+def test_cli_names_an_empty_folder(tmp_path, main):
     (tmp_path / "empty").mkdir()
-    code, out = run(
-        f"data.hr_dir={tmp_path / 'empty'}", f"data.tfrecord_dir={tmp_path / 's'}", cwd=tmp_path
-    )
+    code, out = main(f"data.hr_dir={tmp_path / 'empty'}", f"data.tfrecord_dir={tmp_path / 's'}")
     assert code == 2 and f"{tmp_path / 'empty'} holds no .png" in out
 
 
@@ -88,16 +86,13 @@ def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_
     assert code == 0 and "building TFRecord shards" in out and "verified 5 records" in out, out
 
 
-@pytest.mark.slow
-def test_cli_refuses_a_folder_of_the_users_files_and_deletes_nothing(photo_dir, tmp_path):
+def test_cli_refuses_a_folder_of_the_users_files_and_deletes_nothing(photo_dir, tmp_path, main):
     mine = tmp_path / "photos"
     mine.mkdir()
     (mine / "holiday.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
     (mine / "notes.txt").write_text("keep me\n")
     before = {p.name: p.read_bytes() for p in mine.iterdir()}
-    code, out = run(
-        f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={mine}", "--force", cwd=tmp_path
-    )
+    code, out = main(f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={mine}", "--force")
     assert code == 2, out
     assert f"refusing to build TFRecord shards into {mine}" in out and "holiday.jpg" in out
     assert "empty or new folder" in out and "Traceback" not in out and "patches:" not in out

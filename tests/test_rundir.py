@@ -40,6 +40,13 @@ TINY = ("data=generator", "data.batch_size=4", "train.steps=2", "train.log_every
 def train(folders, *overrides, run_dir=None, env=None):
     """``python train.py`` on the tiny folders (``env``: extra environment variables); returns
     (exit code, stdout + stderr)."""
+    proc = start_train(folders, *overrides, run_dir=run_dir, env=env)
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out
+
+
+def start_train(folders, *overrides, run_dir=None, env=None) -> subprocess.Popen:
+    """:func:`train` started: its output (stdout and stderr) read by ``communicate()``."""
     cmd = [
         sys.executable,
         str(ROOT / "train.py"),
@@ -51,8 +58,9 @@ def train(folders, *overrides, run_dir=None, env=None):
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    return proc.returncode, proc.stdout + proc.stderr
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -66,6 +74,26 @@ def trained(folders, tmp_path_factory) -> Path:
     code, out = train(folders, run_dir=run)
     assert code == 0, out
     return run
+
+
+@pytest.fixture(scope="module")
+def refused(folders, trained) -> tuple[dict[str, bytes], dict[str, tuple[int, str]]]:
+    """Two train.py runs given the finished run that must be refused at start-up, started
+    together (their TensorFlow start-ups overlap on two cores): the run's files before them,
+    and each run's (exit code, output). ``tf_config``: a malformed TF_CONFIG with
+    ``hydra.run.dir=`` the run; ``another_model``: ``resume=`` it with another model."""
+    before = snapshot(trained)
+    procs = {
+        "tf_config": start_train(
+            folders,
+            "train.strategy=multi_worker",
+            run_dir=trained,
+            env={"TF_CONFIG": '{"cluster": {"worker": ['},
+        ),
+        "another_model": start_train(folders, f"resume={trained}", "model=edsr_lite"),
+    }
+    outs = {name: proc.communicate(timeout=300)[0] for name, proc in procs.items()}
+    return before, {name: (procs[name].returncode, out) for name, out in outs.items()}
 
 
 @pytest.mark.slow
@@ -102,18 +130,13 @@ def test_a_lock_file_left_by_a_killed_process_does_not_block(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_start_up_failure_given_a_finished_run_leaves_its_files_byte_identical(folders, trained):
+def test_a_start_up_failure_given_a_finished_run_leaves_its_files_byte_identical(trained, refused):
     """A malformed TF_CONFIG with ``hydra.run.dir=`` a finished run: the guard's own error is a
     refusal (exit 2) before Hydra writes; every file of the run, ``.hydra/config.yaml`` and
     ``train.log`` included, stays byte-identical (Hydra turned the exception into a warning and
     rewrote them when the guard caught its own errors only)."""
-    before = snapshot(trained)
-    code, out = train(
-        folders,
-        "train.strategy=multi_worker",
-        run_dir=trained,
-        env={"TF_CONFIG": '{"cluster": {"worker": ['},
-    )
+    before, outs = refused
+    code, out = outs["tf_config"]
     assert code == 2, out
     assert "error: " in out and "TF_CONFIG" in out
     assert snapshot(trained) == before
@@ -151,10 +174,10 @@ def test_default_run_dirs_composed_in_the_same_second_differ():
 
 
 @pytest.mark.slow
-def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(folders, trained):
+def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(trained, refused):
     config = trained / ".hydra" / "config.yaml"
-    before = snapshot(trained)
-    code, out = train(folders, f"resume={trained}", "model=edsr_lite")
+    before, outs = refused
+    code, out = outs["another_model"]
     assert code == 2, out
     assert f"resume={trained}: a resume continues the run as it was defined" in out
     assert "model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'" in out

@@ -63,23 +63,14 @@ def scalars(run_dir: Path) -> dict[str, list]:
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["tfrecord", "generator"])
-def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mode):
-    run = tmp_path / "run"
-    code, out = train(
-        folders,
-        run,
-        f"data={mode}",
-        "train.steps=6",
-        "train.log_every=2",
-        "train.val_every=4",
-        "train.ckpt_every=4",
-    )
-    assert code == 0, out
-    assert [int(m) for m in TIMING.findall(out)] == [2, 4, 6]
-    assert "final step 6: val PSNR" in out and "vs bicubic" in out
-    assert len(TIMING.findall((run / "train.log").read_text())) == 3
+SHORT_RUN = ("train.steps=6", "train.log_every=2", "train.val_every=4", "train.ckpt_every=4")
+
+
+def assert_short_run(run: Path, log: str) -> None:
+    """What a :data:`SHORT_RUN` leaves: timing lines at steps 2, 4, 6 in ``log``, checkpoints of
+    steps 4 and 6, and the TensorBoard scalars, images and hparams."""
+    assert [int(m) for m in TIMING.findall(log)] == [2, 4, 6]
+    assert "final step 6: val PSNR" in log and "vs bicubic" in log
     assert (run / "checkpoints" / "ckpt-6.index").is_file()
     assert (run / "checkpoints" / "ckpt-4.index").is_file()
     logged = scalars(run)
@@ -87,6 +78,31 @@ def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, mo
     assert logged["train/loss"] == [2, 4, 6] and logged["val/psnr"] == [4, 6]
     assert any("bicubic | SR | HR" in t for t in logged)
     assert "_hparams_/session_start_info" in logged  # the HParams dashboard's record of the run
+
+
+@pytest.mark.slow
+def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, compose, caplog):
+    """data=tfrecord through train.py (its output and Hydra's train.log); data=generator in
+    process (sr.train.app.run, what train.py calls), the same records."""
+    from sr.train.app import run as train_in_process
+
+    run = tmp_path / "run"
+    code, out = train(folders, run, "data=tfrecord", *SHORT_RUN)
+    assert code == 0, out
+    assert_short_run(run, out)
+    assert len(TIMING.findall((run / "train.log").read_text())) == 3
+
+    run = tmp_path / "generator"
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        "data=generator",
+        "data.batch_size=8",
+        *SHORT_RUN,
+    )
+    with caplog.at_level(logging.INFO):
+        train_in_process(cfg, run)
+    assert_short_run(run, caplog.text)
 
 
 @pytest.mark.slow
