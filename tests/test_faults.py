@@ -189,7 +189,7 @@ def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
     import sr.train.validation
     from sr.train.app import run
 
-    def broken(model, files, scale, keep=0, lr_files=None):
+    def broken(model, files, scale, keep=0, lr_files=None, with_niqe=False):
         raise ImageFolderError(f"cannot decode image {files[0]}: broken data stream")
 
     # the trainer validates through sr.train.validation.evaluate_source -> evaluate_images
@@ -293,9 +293,12 @@ def test_every_allowed_choice_is_one_the_trainer_handles(compose):
     for option in options:
         loss = hydra.utils.instantiate(compose(f"loss={option}").loss)
         assert isinstance(loss, losses.Loss) and loss.name == option
+    from sr.train import gan_loss  # the GAN stage's loss (loss=realesrgan)
+
     classes = {
         c.name
-        for c in vars(losses).values()
+        for module in (losses, gan_loss)
+        for c in vars(module).values()
         if isinstance(c, type) and issubclass(c, losses.Loss) and c is not losses.Loss
     }
     assert classes == options, "a Loss class without its conf/loss YAML, or the reverse"
