@@ -23,12 +23,13 @@ into ``DIR/<key>/`` (``results.json``, ``results.csv``, ``evaluate.log``; keys `
   for ``benchmarks/gan_picture.py``.
 
 A run is scored at ``--checkpoint best`` (its best validation PSNR, or for a GAN-stage run its
-lowest validation NIQE; ``--checkpoint last`` for the newest) with evaluate.py's default weights (``--weights auto``: the averaged EMA weights
-where the run kept them, method ``<model>+ema``; else the trained ones); the per-run table names
-both. A model already scored with the same inputs (its ``study.json``) is not scored again
-(remove ``DIR/<key>`` to score a run that trained on). Prints two markdown tables (one row per
-model: mean ± sd over its runs; one row per run) and writes them to ``DIR/gan_study.md``.
-Exit code 2 when the LR set cannot be made or an evaluation fails (its log named).
+lowest validation NIQE; ``--checkpoint last`` for the newest) with evaluate.py's default weights
+(``--weights auto``: the averaged EMA weights where the run kept them, method ``<model>+ema``; else
+the trained ones); the per-run table names both. A model already scored with the same inputs (its
+``study.json``) is not scored again (remove ``DIR/<key>`` to score a run that trained on). Prints
+two markdown tables (one row per model: mean ± sd over its runs; one row per run) and writes them
+to ``DIR/gan_study.md``. Exit code 2 when the LR set cannot be made or an evaluation fails (its log
+named).
 """
 
 from __future__ import annotations
