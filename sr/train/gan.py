@@ -48,6 +48,11 @@ def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable):
         return PixelTraining()
     if not isinstance(loss, RealESRGANLoss):
         raise ConfigError("discriminator=unet_sn needs loss=realesrgan (the GAN's loss terms)")
+    if not cfg.train.get("init_from") and not cfg.get("resume"):
+        log.warning(
+            "the GAN stage starts from random generator weights: Real-ESRGAN starts it from an "
+            "L1 model (train.init_from=<a run of experiment=cpu20_realesrnet or realesrnet_x4>)"
+        )
     return AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
 
 
