@@ -4,8 +4,9 @@
 
 Why: a model trained on Real-ESRGAN's degradations (``sr.core.realesrgan``) and scored on an LR
 set made by the same sampler is judged on its own training distribution. This set is made by a
-short, fixed recipe in NumPy and Pillow only (no ``sr.core.degrade``, no ``sr.core.realesrgan``,
-no OpenCV), so that no trained sampler produced it. It is the same set on every run and machine
+short, fixed recipe in NumPy and Pillow only (the images read by ``sr.core.images``; no
+``sr.core.degrade``, no ``sr.core.realesrgan``, no OpenCV), so that no trained sampler produced
+it. It is the same set on every run and machine
 (for one NumPy and Pillow: the JPEG codec is Pillow's libjpeg).
 
 The recipe, for HR image ``i`` of the folder in name order (PNG/JPEG; EXIF orientation applied;
@@ -45,7 +46,9 @@ from pathlib import Path
 
 import numpy as np
 import PIL
-from PIL import Image, ImageOps
+from PIL import Image
+
+from sr.core.images import list_images, load_image  # the project's one image reader
 
 ROOT = Path(__file__).resolve().parents[1]
 SET14 = ROOT.parent / "shared" / "datasets" / "Set14"
@@ -55,7 +58,6 @@ KERNEL_SIZE = 21
 NOISE_SIGMA = 10.0  # on the 0..255 scale
 JPEG_QUALITY = 75
 SEED = 0
-SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def gaussian_taps(sigma: float = BLUR_SIGMA, size: int = KERNEL_SIZE) -> np.ndarray:
@@ -126,28 +128,6 @@ def degrade(
         return array(decoded)
 
 
-def load_hr(path: Path) -> np.ndarray:
-    """An HR image as uint8 ``[H, W, 1]`` (gray modes) or ``[H, W, 3]`` (everything else, as
-    RGB), EXIF orientation applied."""
-    with Image.open(path) as image:
-        image = ImageOps.exif_transpose(image)
-        return array(image.convert("L" if image.mode in ("1", "L", "LA") else "RGB"))
-
-
-def hr_files(folder: Path) -> list[Path]:
-    """The PNG/JPEG files of ``folder`` in name order.
-
-    Raises:
-        ValueError: for a missing folder or one without images (naming it).
-    """
-    if not folder.is_dir():
-        raise ValueError(f"HR folder {folder} does not exist: give --hr a folder of PNG/JPEG")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
-    if not files:
-        raise ValueError(f"HR folder {folder} holds no .png, .jpg or .jpeg file")
-    return files
-
-
 def write_set(hr_folder: Path, out_dir: Path) -> list[Path]:
     """Write the LR of every HR image of ``hr_folder`` into ``out_dir`` (created) as
     ``<stem>.png``, and ``recipe.json``; returns the LR paths in name order.
@@ -156,7 +136,7 @@ def write_set(hr_folder: Path, out_dir: Path) -> list[Path]:
         ValueError: for a bad HR folder, two HR images of one stem, or an ``out_dir`` that
             already holds files (nothing is written).
     """
-    files = hr_files(Path(hr_folder))
+    files = list_images(hr_folder)  # ImageFolderError (a ValueError) names a bad folder
     stems = [p.stem for p in files]
     if len(set(stems)) != len(stems):
         raise ValueError(f"HR folder {hr_folder} has two images of one stem: {stems}")
@@ -167,7 +147,7 @@ def write_set(hr_folder: Path, out_dir: Path) -> list[Path]:
     written = []
     for i, path in enumerate(files):
         written.append(out_dir / f"{path.stem}.png")
-        pil(degrade(load_hr(path), i)).save(written[-1])
+        pil(degrade(load_image(path), i)).save(written[-1])
     recipe = {
         "scale": SCALE,
         "blur": {"sigma_px": BLUR_SIGMA, "kernel": KERNEL_SIZE, "padding": "numpy reflect"},

@@ -30,15 +30,17 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from sr.core.images import list_images, load_image
+
 ROOT = Path(__file__).resolve().parents[1]
 REALSRSET = ROOT.parent / "shared" / "datasets" / "RealSRSet"
-SUFFIXES = (".png", ".jpg", ".jpeg")
 GAP, LABEL = 4, 16  # px between tiles, height of the label row
 
 
 def rgb(path: Path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+    """uint8 ``[H, W, 3]`` (a gray image's one channel repeated): ``sr.core.images.load_image``."""
+    image = load_image(path)
+    return np.repeat(image, 3, axis=-1) if image.shape[-1] == 1 else image
 
 
 def parse_outputs(pairs: list[str]) -> dict[str, Path]:
@@ -58,9 +60,7 @@ def parse_outputs(pairs: list[str]) -> dict[str, Path]:
 
 def photos(lr_dir: Path, outputs: dict[str, Path], n: int) -> list[Path]:
     """``n`` LR photos that every output folder has (as ``<stem>.png``), evenly spaced."""
-    if not lr_dir.is_dir():
-        raise ValueError(f"--lr {lr_dir} is not a folder of LR photos")
-    files = sorted(p for p in lr_dir.iterdir() if p.suffix.lower() in SUFFIXES)
+    files = list_images(lr_dir)  # ImageFolderError (a ValueError) names a bad folder
     files = [p for p in files if all((d / f"{p.stem}.png").is_file() for d in outputs.values())]
     if not files:
         raise ValueError(f"no photo of {lr_dir} has an output <stem>.png in every folder")

@@ -41,7 +41,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from sr.core.runfiles import read_json
+from sr.train.checkpoint import load_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -97,16 +98,16 @@ def score(key: str, role: str, run: Path | None, args: argparse.Namespace, lr: P
 
 def seed_of(run: str | None) -> str:
     """The ``seed`` of a run's saved config (``.hydra/config.yaml``), or ``""``."""
-    path = Path(run or "") / ".hydra" / "config.yaml"
-    if run is None or not path.is_file():
+    if run is None or not (Path(run) / ".hydra" / "config.yaml").is_file():
         return ""
-    return str(yaml.safe_load(path.read_text()).get("seed", ""))
+    return str(load_run_config(run).get("seed", ""))
 
 
 def summary(folder: Path) -> dict:
     """One scored model's figures from ``results.json`` and ``study.json``."""
-    study = json.loads((folder / "study.json").read_text())
-    results = json.loads((folder / "results.json").read_text())
+    fix = f"remove {folder} and run this script again to score the model anew"
+    study = read_json(folder / "study.json", fix, keys=("run",))
+    results = read_json(folder / "results.json", fix)
     real = next(r for r in results.values() if r.get("real"))
     set14 = next(r for r in results.values() if not r.get("real"))
     return {

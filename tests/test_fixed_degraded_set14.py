@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sr.core.images import list_images
+from sr.core.images import list_images, load_image
 from sr.evaluation import match_lr_files
 from tests.conftest import photo, write_photos
 from tests.fake_run import load_script
@@ -38,7 +38,7 @@ def test_the_set_is_byte_identical_every_time_and_hr_over_4(hr_folder, tmp_path)
 
 
 def test_the_noise_is_there_and_seeded_per_image(hr_folder):
-    hr = fixed.load_hr(hr_folder / "coffee_00.png")
+    hr = load_image(hr_folder / "coffee_00.png")
     clean = fixed.degrade(hr, 0, noise_sigma=0, jpeg_quality=None).astype(float)
     noisy = fixed.degrade(hr, 0, jpeg_quality=None).astype(float)
     assert 8.5 < np.std(noisy - clean) < 11.5  # sigma 10, before JPEG (864 samples)

@@ -1,8 +1,9 @@
 """The GAN stage of Real-ESRGAN (``discriminator=unet_sn`` with ``loss=realesrgan``): a part the
 trainer composes, as it composes the pixel-loss training of :mod:`sr.train.step`.
 
-:func:`training_part` gives the trainer its part: :class:`sr.train.step.PixelTraining` for
-``discriminator=none``, :class:`AdversarialTraining` otherwise. The part owns what the GAN adds:
+:func:`sr.train.parts.training_part` gives the trainer its part:
+:class:`sr.train.step.PixelTraining` for ``discriminator=none``, :class:`AdversarialTraining`
+otherwise. The part owns what the GAN adds:
 the discriminator and its optimizer (in every checkpoint: resume, rollback and
 ``checkpoints/best`` cover them), its step (:class:`GANStep`), its TensorBoard scalars, the
 guard's collapse rule and the rule of ``checkpoints/best`` (the lowest NIQE of the validation
@@ -23,9 +24,8 @@ import hydra
 import keras
 import tensorflow as tf
 
-from sr.core.errors import ConfigError
 from sr.train.gan_loss import RealESRGANLoss
-from sr.train.step import PixelTraining, TrainStep, all_finite, clip_by_global_norm
+from sr.train.step import TrainStep, all_finite, clip_by_global_norm
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -33,27 +33,6 @@ TERMS = ("l1", "perceptual", "gan", "d_real_loss", "d_fake_loss", "d_real", "d_f
 """What :class:`GANStep` records each step (batch means): the generator's unweighted L1,
 perceptual and GAN terms, the discriminator's two cross-entropies, and its mean logit on the HR
 (``D(real)``) and on the SR (``D(fake)``)."""
-
-
-def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable):
-    """The trainer's part for ``cfg``: :class:`sr.train.step.PixelTraining` without a
-    discriminator, else :class:`AdversarialTraining` (built in the strategy's scope).
-
-    Raises:
-        ConfigError: a discriminator with a loss that is not ``loss=realesrgan``; a missing or
-            unreachable VGG19 weights file (before any step).
-    """
-    node = cfg.get("discriminator")
-    if node is None or not node.get("_target_"):
-        return PixelTraining()
-    if not isinstance(loss, RealESRGANLoss):
-        raise ConfigError("discriminator=unet_sn needs loss=realesrgan (the GAN's loss terms)")
-    if not cfg.train.get("init_from") and not cfg.get("resume"):
-        log.warning(
-            "the GAN stage starts from random generator weights: Real-ESRGAN starts it from an "
-            "L1 model (train.init_from=<a run of experiment=cpu20_realesrnet or realesrnet_x4>)"
-        )
-    return AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
 
 
 class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
@@ -97,9 +76,9 @@ class GANStep(TrainStep):
     ``d_optimizer``. ``train.clip_norm`` clips the generator's gradient. The step's loss (the
     divergence guard's, the log's) is the unweighted L1 term: the pixel loss."""
 
-    def __init__(self, *args, discriminator: keras.Model, d_optimizer, **kwargs):
+    def __init__(self, *args, discriminator: keras.Model, d_optimizer, terms=None, **kwargs):
         self.discriminator, self.d_optimizer = discriminator, d_optimizer
-        self.terms = TermWindow()
+        self.terms = terms or TermWindow()  # create it in the strategy's scope
         super().__init__(*args, **kwargs)
 
     def _gradients(self, lr, target, hr):
@@ -195,6 +174,7 @@ class AdversarialTraining:
         )
         self.d_optimizer = keras.optimizers.LossScaleOptimizer(optimizer) if mixed else optimizer
         self.d_optimizer.build(self.discriminator.trainable_variables)
+        self.terms = TermWindow()  # here, in the strategy's scope (as the loop's LossWindow)
         self.step: GANStep | None = None
         self.means: dict[str, float] | None = None  # of the last log window, not yet judged
         log.info(
@@ -214,8 +194,9 @@ class AdversarialTraining:
     def make_step(self, *args, **kwargs) -> GANStep:
         """The :class:`GANStep` (arguments: :class:`sr.train.step.TrainStep`'s)."""
         self.step = GANStep(
-            *args, discriminator=self.discriminator, d_optimizer=self.d_optimizer, **kwargs
-        )
+            *args, discriminator=self.discriminator, d_optimizer=self.d_optimizer,
+            terms=self.terms, **kwargs,
+        )  # fmt: skip
         return self.step
 
     def log_window(self, step: int, writer) -> None:

@@ -25,9 +25,9 @@ from sr.train.checkpoint import (
     make_guard_state,
     make_manager,
 )
-from sr.train.gan import training_part
 from sr.train.guard import DivergenceGuard, GuardSettings
 from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
+from sr.train.parts import training_part
 from sr.train.report import Reporting
 from sr.train.rollback import GuardPolicy
 from sr.train.saving import CheckpointPolicy
@@ -201,8 +201,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         )
         self.optimizer = make_optimizer(self.cfg, mixed, schedule=self.schedule)
         self.optimizer.build(self.model.trainable_variables)
-        # what this way of training adds (the GAN stage: a discriminator, its optimizer, its
-        # step, its rules): sr.train.step.PixelTraining or sr.train.gan.AdversarialTraining
+        # what the chosen way of training adds (its models, its step, its rules): a part of
+        # sr.train.parts, created here in the strategy's scope
         channels = int(self.model.outputs[0].shape[-1])
         self.part = training_part(self.cfg, self.loss, channels, mixed, self.guard_state.lr_scale)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")

@@ -196,7 +196,7 @@ class TrainStep:
 
 class PixelTraining:
     """The trainer's part for a pixel loss (``discriminator=none``): one model, one optimizer,
-    the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.gan.training_part`);
+    the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.parts.training_part`);
     :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
 
     ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
