@@ -4,7 +4,8 @@
     python benchmarks/degradation_ablation.py paper no_noise
 
 Makes the training pairs of 64-crop batches of 112 x 112 RGB crops of scikit-image's astronaut
-(in RAM) with ``sr.core.realesrgan.RealESRGAN.pair`` (USM, then the degradation, libjpeg) in a
+(in RAM) with ``sr.degradations.realesrgan.RealESRGAN.pair`` (USM, then the degradation, libjpeg)
+in a
 tf.data map (parallel, as the pair stage runs it) for 8 seconds per variant, each variant the
 paper's parameters with one part switched off or fixed, and prints patches/s; then the op count
 of a batch's whole degradation (every branch of its conditionals) and of its kernels. Reported in
@@ -21,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from skimage import data
 
-import sr.core.realesrgan as R
+import sr.degradations.realesrgan as R
 
 VARIANTS = {
     "paper": {},

@@ -41,10 +41,10 @@ def per_crop_graph(fn, *args, repeats: int = 3) -> float:
 
 def rows(crops: np.ndarray) -> list[tuple[str, float, float]]:
     """``(operation, reference ms, graph ms)`` per crop."""
-    import sr.core.interpolate as interpolate
-    import sr.core.kernels as kernels
-    import sr.core.realesrgan as R
-    from sr.core.usm import usm_sharp
+    import sr.degradations.interpolate as interpolate
+    import sr.degradations.kernels as kernels
+    import sr.degradations.realesrgan as R
+    from sr.degradations.usm import usm_sharp
 
     rng = np.random.default_rng(0)
     k21 = rng.random((21, 21)).astype(np.float32)

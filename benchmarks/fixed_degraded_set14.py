@@ -2,10 +2,12 @@
 
     python benchmarks/fixed_degraded_set14.py --out DIR [--hr ../shared/datasets/Set14]
 
-Why: a model trained on Real-ESRGAN's degradations (``sr.core.realesrgan``) and scored on an LR
+Why: a model trained on Real-ESRGAN's degradations (``sr.degradations.realesrgan``) and scored on
+an LR
 set made by the same sampler is judged on its own training distribution. This set is made by a
 short, fixed recipe in NumPy and Pillow only (the images read by ``sr.core.images``; no
-``sr.core.degrade``, no ``sr.core.realesrgan``, no OpenCV), so that no trained sampler produced
+``sr.core.degrade``, no ``sr.degradations.realesrgan``, no OpenCV), so that no trained sampler
+produced
 it. It is the same set on every run and machine
 (for one NumPy and Pillow: the JPEG codec is Pillow's libjpeg).
 

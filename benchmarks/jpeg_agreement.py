@@ -1,11 +1,13 @@
-"""How close is the batched JPEG in TensorFlow ops (``sr.core.jpeg``) to Pillow's, and how fast?
+"""How close is the batched JPEG in TensorFlow ops (``sr.degradations.jpeg``) to Pillow's, and how
+fast?
 
     python benchmarks/jpeg_agreement.py
     python benchmarks/jpeg_agreement.py --images ../shared/datasets/hr_sample --crops 48 --crop 112
 
 Takes ``--crops`` crops of ``--crop`` x ``--crop`` pixels (plus odd-sized ones, ``--crop`` + 5
 wide) from the photos of ``--images`` (default ``../shared/datasets/hr_sample`` and ``Set14``),
-compresses each at qualities 30, 50, 70, 80, 90, 95 with :func:`sr.core.jpeg.jpeg_batch` (all
+compresses each at qualities 30, 50, 70, 80, 90, 95 with :func:`sr.degradations.jpeg.jpeg_batch`
+(all
 qualities in one batch) and with Pillow (``Image.save(format="JPEG", quality=q)``, its defaults:
 4:2:0, ISLOW DCT; then decoded), and prints per quality the PSNR between the two (mean and min
 over crops; ``inf`` when identical), the share of identical crops, and the PSNR of Pillow's JPEG
@@ -33,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 from PIL import Image, features  # noqa: E402
 
 from sr.config import PROJECT_ROOT  # noqa: E402
-from sr.core.jpeg import jpeg_batch  # noqa: E402
+from sr.degradations.jpeg import jpeg_batch  # noqa: E402
 
 QUALITIES = (30, 50, 70, 80, 90, 95)
 SHARED = PROJECT_ROOT.parent / "shared" / "datasets"

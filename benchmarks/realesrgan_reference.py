@@ -1,5 +1,5 @@
 """Real-ESRGAN's high-order degradation, one image at a time in NumPy + OpenCV: the reference
-that ``sr.core.realesrgan`` (the tf.data graph version) is tested and timed against.
+that ``sr.degradations.realesrgan`` (the tf.data graph version) is tested and timed against.
 
     python benchmarks/realesrgan_reference.py --crop 112 --scale 4 \\
         --images ../shared/datasets/hr_sample --n 500 [--workers 2] [--json]
@@ -86,7 +86,7 @@ KERNEL_LIST = (
     "plateau_aniso",
 )
 """The kernel families of ``kernel_prob`` / ``kernel_prob2``, in this order (the official
-``kernel_list``; fixed, as in ``sr.core.kernels.KERNEL_TYPES``)."""
+``kernel_list``; fixed, as in ``sr.degradations.kernels.KERNEL_TYPES``)."""
 
 RESIZE_MODES = ("area", "bilinear", "bicubic")
 """Interpolations of the random resizes, drawn uniformly (an int mode indexes this tuple)."""
@@ -126,7 +126,7 @@ PAPER = dict(
     final_sinc_prob=0.8,
 )
 """The paper's parameters: the keys of ``conf/degradation/realesrgan.yaml`` (and of
-``sr.core.realesrgan.Params``), second-stage keys with the suffix ``2``."""
+``sr.degradations.realesrgan.Params``), second-stage keys with the suffix ``2``."""
 
 
 def full_params(params: dict | None = None) -> dict:

@@ -23,11 +23,11 @@ from hydra.core.config_store import ConfigStore
 from hydra.errors import ConfigCompositionException, InstantiationException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from sr.core.degrade import Bicubic
 from sr.core.errors import ConfigError
-from sr.core.realesrgan import schema_fields
 from sr.core.schema import check_node, composition_error
 from sr.data import SOURCES, PatchSource
+from sr.degradations import Bicubic
+from sr.degradations.realesrgan import schema_fields
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -149,7 +149,8 @@ class DegradationConfig:
     _target_: str = MISSING
 
 
-# ``degradation=realesrgan``: its keys, typed (sr.core.realesrgan.schema_fields); the ranges are
+# ``degradation=realesrgan``: its keys, typed (sr.degradations.realesrgan.schema_fields); the
+# ranges are
 # its own checks.
 RealESRGANConfig = dataclasses.make_dataclass(
     "RealESRGANConfig", schema_fields(), bases=(DegradationConfig,)
@@ -508,7 +509,7 @@ PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
 
 
 def build_degradation(cfg: DictConfig):
-    """The run's LR operator: ``cfg.degradation`` instantiated (``sr.core.degrade.Bicubic`` for a
+    """The run's LR operator: ``cfg.degradation`` instantiated (``sr.degradations.Bicubic`` for a
     config without the group, as runs saved before it existed).
 
     Raises:

@@ -18,9 +18,9 @@ from sr.config import (
     Config,
     TrainConfig,
 )
-from sr.core.realesrgan import Options, Params
 from sr.core.schema import bounds_text, field_docs, show_default
 from sr.data.source import DataConfig
+from sr.degradations.realesrgan import Options, Params
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 

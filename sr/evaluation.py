@@ -48,7 +48,7 @@ An LR whose channels differ from the HR's is brought to them: a gray LR is repli
 HR, an RGB LR of a gray HR becomes its :func:`gray_of`, rounded. With LR made by
 ``sr.core.degrade.make_lr`` the figures are those of step 2.
 
-NIQE (:data:`NIQE_METRICS`, on request: ``niqe=True``). NIQE (``sr.core.metrics.niqe``, no
+NIQE (:data:`NIQE_METRICS`, on request: ``niqe=True``). NIQE (``sr.metrics.niqe``, no
 reference) of the SR image and of the bicubic upscale, with ``scale`` pixels cropped from each
 border as PSNR and SSIM are: on the rounded Y of the 8-bit bicubic image, and on the model's
 8-bit output, the same Y that PSNR scores (a Y model's rounded Y; Y of an RGB model's 8-bit
@@ -68,7 +68,7 @@ from sr.core.color import gray_of, y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
-from sr.core.metrics import crop_border, niqe, psnr, ssim
+from sr.metrics import crop_border, niqe, psnr, ssim
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
@@ -228,7 +228,7 @@ def score(sr_y: np.ndarray, hr_y: np.ndarray, scale: int) -> tuple[float, float]
 
 def psnr_rgb(sr: np.ndarray, hr: np.ndarray, scale: int) -> float:
     """PSNR in dB (peak 255) over every channel of ``[H, W, C]`` images (the mean squared error
-    over R, G and B), ``scale`` pixels cropped from each border: ``sr.core.metrics.psnr`` of
+    over R, G and B), ``scale`` pixels cropped from each border: ``sr.metrics.psnr`` of
     the cropped channels side by side.
 
     Raises:
@@ -242,7 +242,7 @@ def psnr_rgb(sr: np.ndarray, hr: np.ndarray, scale: int) -> float:
 
 
 def niqe_cropped(image: np.ndarray, scale: int, name: str = "") -> float:
-    """NIQE (``sr.core.metrics.niqe``) of an 8-bit image with ``scale`` pixels cropped from each
+    """NIQE (``sr.metrics.niqe``) of an 8-bit image with ``scale`` pixels cropped from each
     border, as the protocol scores.
 
     Args:

@@ -71,7 +71,6 @@ from tqdm import tqdm
 from sr.core.color import gray_of
 from sr.core.degrade import bicubic_upscale, min_hr_size, quantize
 from sr.core.images import ImageFolderError, image_size, list_images, load_image
-from sr.core.niqe import BLOCK
 from sr.evaluation import (
     METRICS,
     NIQE_METRICS,
@@ -83,6 +82,7 @@ from sr.evaluation import (
     niqe_cropped,
 )
 from sr.inference import Upscaler, write_image
+from sr.metrics.niqe import BLOCK
 
 BICUBIC = "bicubic"
 
@@ -478,8 +478,8 @@ def save_lr_set(
 
     Args:
         degradation: an object with ``name`` and ``lr_image(hr uint8 [H, W, 3], scale, seed,
-            index) -> uint8 [H / s, W / s, 3]`` (``sr.core.degrade.Bicubic``,
-            ``sr.core.realesrgan.RealESRGAN``; ``sr.config.degradation_named``).
+            index) -> uint8 [H / s, W / s, 3]`` (``sr.degradations.Bicubic``,
+            ``sr.degradations.realesrgan.RealESRGAN``; ``sr.config.degradation_named``).
         hr_folder: folder of HR images (PNG/JPEG, RGB or gray).
         out_dir: the folder to write, created if needed.
         scale: s.

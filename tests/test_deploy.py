@@ -1,4 +1,4 @@
-"""TFLite and ONNX exports (sr/deploy.py, scripts/export.py --format, upscale.py --backend):
+"""TFLite and ONNX exports (sr/deploy/export.py, scripts/export.py --format, upscale.py --backend):
 each checked against Keras when written, at every input size promised, and refused cleanly."""
 
 from __future__ import annotations
@@ -129,8 +129,9 @@ def test_int8_export_runs_and_reports_its_agreement(runs, tmp_path, photo_dir):
 
 def test_a_failed_check_leaves_nothing(runs, tmp_path, monkeypatch, capsys):
     import sr.deploy
+    import sr.deploy.export
 
-    monkeypatch.setattr(sr.deploy, "check", lambda *a: 12.0)
+    monkeypatch.setattr(sr.deploy.export, "check", lambda *a: 12.0)
     out = tmp_path / "export"
     assert export.main([str(runs["edsr_lite"]), str(out), "--format", "onnx"]) == 2
     assert "12.0 dB PSNR on the calibration image, below 45 dB" in capsys.readouterr().err
@@ -195,19 +196,20 @@ def test_an_onnx_conversion_of_the_wrong_rank_is_done_again_then_refused(
     """tf2onnx now and then drops the output's final Squeeze (a 5-D file): such a conversion is
     redone, and after ONNX_ATTEMPTS wrong ones the export is refused and nothing written."""
     import sr.deploy
+    import sr.deploy.export
 
     model, _, _ = load_model_from_run(runs["edsr_lite"])
     model(np.zeros((1, 16, 16, 1), np.float32))
     path = tmp_path / "model.onnx"
     sr.deploy.to_onnx(model, path)
-    assert sr.deploy.onnx_output_rank(path) == 4
+    assert sr.deploy.export.onnx_output_rank(path) == 4
 
     ranks = iter([5, 4])  # the first conversion is wrong, the second right
-    monkeypatch.setattr(sr.deploy, "onnx_output_rank", lambda p: next(ranks))
+    monkeypatch.setattr(sr.deploy.export, "onnx_output_rank", lambda p: next(ranks))
     sr.deploy.to_onnx(model, path)
     assert next(ranks, "used") == "used"
 
-    monkeypatch.setattr(sr.deploy, "onnx_output_rank", lambda p: 5)
+    monkeypatch.setattr(sr.deploy.export, "onnx_output_rank", lambda p: 5)
     out = tmp_path / "refused"
     with pytest.raises(ExportCheckError, match=r"rank 5 for a model of rank 4, 3 times"):
         sr.deploy.export_model(model, out, "onnx", 4)

@@ -108,7 +108,7 @@ def _to_8_bits(x) -> np.ndarray:
 
 def reference_scores(model, path, scale: int) -> dict:
     """The SR literature's protocol written out with skimage, independently of ``sr.evaluation``
-    and ``sr.core.metrics``; only the MATLAB-bicubic operator (tested against MATLAB in
+    and ``sr.metrics``; only the MATLAB-bicubic operator (tested against MATLAB in
     test_degrade.py) is the project's."""
     hr = np.asarray(Image.open(path), dtype=np.float64)
     hr = hr[..., None] if hr.ndim == 2 else hr

@@ -177,7 +177,7 @@ def test_the_config_refuses_a_half_gan_and_missing_vgg_weights(compose, tmp_path
 def test_the_discriminator_sees_the_hr_as_it_is_beside_the_sharpened_target(compose, folders):
     """``loss.gan_gt_usm=false`` (the paper's): the pairs are (lr, sharpened target, HR), the
     target and the LR as without it."""
-    from sr.core.realesrgan import RealESRGAN
+    from sr.degradations.realesrgan import RealESRGAN
 
     common = (f"data.hr_dir={folders / 'train'}", "data.val_dir=null", "data=generator",
               "degradation=realesrgan", "data.channels=rgb")  # fmt: skip

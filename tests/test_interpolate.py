@@ -1,4 +1,4 @@
-"""PyTorch's ``interpolate`` as matrices (``sr.core.interpolate``): bilinear and bicubic
+"""PyTorch's ``interpolate`` as matrices (``sr.degradations.interpolate``): bilinear and bicubic
 against OpenCV (the same Keys cubic with a = -0.75 and half-pixel centres as PyTorch, without
 antialiasing), area against adaptive average pooling written out, and the scale-factor mapping."""
 
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from skimage import data
 
-import sr.core.interpolate as I
+import sr.degradations.interpolate as I
 
 
 def image(h=40, w=52) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The batched JPEG round trip in TensorFlow ops (``sr.core.jpeg``) against Pillow's libjpeg.
+"""The batched JPEG round trip in TensorFlow ops (``sr.degradations.jpeg``) against Pillow's
+libjpeg.
 
 Everything but the final k / 255 is integer arithmetic (carried exactly by float64 or int32),
 the same on every CPU, GPU and under XLA, so the tests ask for Pillow's pixels exactly
@@ -16,7 +17,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from sr.core.jpeg import jpeg_batch, quality_tables
+from sr.degradations.jpeg import jpeg_batch, quality_tables
 from tests.conftest import photo, shared_folder
 
 QUALITIES = (30, 50, 70, 80, 90, 95)

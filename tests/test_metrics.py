@@ -3,8 +3,8 @@ import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sr.core.color import y_channel
-from sr.core.metrics import crop_border, psnr, ssim
 from sr.evaluation import evaluate_folder
+from sr.metrics import crop_border, psnr, ssim
 from tests.conftest import photo, shared_folder
 
 

@@ -1,4 +1,4 @@
-"""NIQE (sr.core.metrics.niqe, sr.core.niqe): MATLAB R2021a's figure for Set14's baboon, the
+"""NIQE (sr.metrics.niqe, sr.metrics.niqe): MATLAB R2021a's figure for Set14's baboon, the
 pristine model shipped with the package, the AGGD fit against distributions of known shape, the
 metric's response to blur and noise; and NIQE in scripts/evaluate.py (--niqe, --real), checked
 against images made here independently of sr.evaluation."""
@@ -14,12 +14,12 @@ import tensorflow as tf
 from scipy import stats
 from scipy.special import gamma
 
-from sr.core import niqe as niqe_module
 from sr.core.color import y_channel
 from sr.core.degrade import bicubic_downscale, bicubic_upscale, quantize
 from sr.core.images import load_image
-from sr.core.metrics import niqe
 from sr.inference import Upscaler
+from sr.metrics import niqe
+from sr.metrics import niqe as niqe_module
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, SHARED, photo, shared_folder, write_photos
 from tests.fake_run import load_script, make_run, read_scalars

@@ -1,4 +1,5 @@
-"""Real-ESRGAN's degradation in the graph (``sr.core.realesrgan``), the ``degradation`` group and
+"""Real-ESRGAN's degradation in the graph (``sr.degradations.realesrgan``), the ``degradation``
+group and
 ``data.channels``: each operation against a reference, determinism per element, shapes in both
 modes, the refusals, and the default pipeline untouched."""
 
@@ -14,8 +15,8 @@ from PIL import Image
 from scipy import ndimage, special
 from skimage import data
 
-import sr.core.kernels as K
-import sr.core.realesrgan as R
+import sr.degradations.kernels as K
+import sr.degradations.realesrgan as R
 from sr.config import ConfigError, build_source, compose, degradation_named
 from sr.data.pairs import make_pairs
 
@@ -349,7 +350,7 @@ def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, chan
 def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
     """degradation.gt_usm (default true): the HR target is the USM-sharpened crop, rounded to 8
     bits; false gives the crop itself (the bicubic pairs' HR)."""
-    from sr.core.usm import usm_sharp
+    from sr.degradations.usm import usm_sharp
 
     sharp = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
                     "degradation.device=accelerator")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The batched graph (``sr.core.realesrgan``) against the per-image NumPy/OpenCV reference
+"""The batched graph (``sr.degradations.realesrgan``) against the per-image NumPy/OpenCV reference
 (``benchmarks/realesrgan_reference.py``): the same distribution of degraded LR, so that the two
 cannot drift apart again; and the batched draws against one image at a time, where the paper
 draws per image.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import sr.core.realesrgan as R
+import sr.degradations.realesrgan as R
 from tests.conftest import ROOT, shared_folder
 
 spec = importlib.util.spec_from_file_location(

@@ -370,7 +370,7 @@ def test_paper_parameters_are_the_projects_config():
     """One dict drives both: PAPER is conf/degradation/realesrgan.yaml (the TF graph's config)
     and full_params accepts that file as it is."""
     cfg = OmegaConf.to_container(OmegaConf.load(PROJECT_ROOT / "conf/degradation/realesrgan.yaml"))
-    assert cfg.pop("_target_") == "sr.core.realesrgan.RealESRGAN"
+    assert cfg.pop("_target_") == "sr.degradations.realesrgan.RealESRGAN"
     assert cfg.pop("defaults") == ["base_realesrgan"]  # its schema (sr.config)
     # how the graph runs, not what it draws: the official options sharpen the target (gt_usm)
     assert {k: cfg.pop(k) for k in ("gt_usm", "device", "jpeg")} == {

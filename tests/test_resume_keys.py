@@ -47,8 +47,8 @@ def _refused(compose, run_dir, *overrides) -> str:
         (
             ("degradation=realesrgan",),
             [
-                "degradation._target_: 'sr.core.degrade.Bicubic' -> "
-                "'sr.core.realesrgan.RealESRGAN'. Resume with the run's values",
+                "degradation._target_: 'sr.degradations.Bicubic' -> "
+                "'sr.degradations.realesrgan.RealESRGAN'. Resume with the run's values",
             ],
         ),
         (("loss=charbonnier",), ["loss._target_: 'sr.train.losses.L1' -> 'sr.train.losses."]),

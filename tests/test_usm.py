@@ -1,4 +1,4 @@
-"""Unsharp masking (``sr.core.usm``) against BasicSR's ``usm_sharp`` done by OpenCV.
+"""Unsharp masking (``sr.degradations.usm``) against BasicSR's ``usm_sharp`` done by OpenCV.
 
 The reference is BasicSR's formula with ``cv2.filter2D`` (``BORDER_REFLECT_101``) by the
 outer product of ``cv2.getGaussianKernel(51, 0)``: the kernel of ``USMSharp`` and the padding
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sr.core.usm import gaussian_blur, gaussian_kernel_1d, kernel_side, usm_mask, usm_sharp
+from sr.degradations.usm import gaussian_blur, gaussian_kernel_1d, kernel_side, usm_mask, usm_sharp
 from tests.conftest import photo
 
 THRESHOLD = 10.0

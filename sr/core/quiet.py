@@ -11,7 +11,7 @@ unless the user set it, and imports TensorFlow with the start-up lines below tha
 from stderr (every other line passes, in order).
 
 LiteRT's interpreter writes its own INFO line when it starts (``Created TensorFlow Lite XNNPACK
-delegate for CPU``); ``sr.core.runfiles.open_tflite`` drops it through the same filter.
+delegate for CPU``); ``sr.deploy.runtimes.open_tflite`` drops it through the same filter.
 
 See them again: ``TF_CPP_MIN_LOG_LEVEL=0 python train.py ...`` (docs/troubleshooting.md).
 """

@@ -96,8 +96,9 @@ def made_pairs(
 ) -> tuple[tf.Tensor, ...]:
     """Pairs of ``data.channels=rgb`` or of a degradation other than bicubic, from RGB crops.
 
-    The crop is flipped, its LR made by ``degradation`` (``sr.core.degrade.Bicubic``: the
-    bicubic operator of each channel, :func:`rgb_lr`; ``sr.core.realesrgan.RealESRGAN``: its
+    The crop is flipped, its LR made by ``degradation`` (``sr.degradations.Bicubic``: the
+    bicubic operator of each channel, :func:`rgb_lr`; ``sr.degradations.realesrgan.RealESRGAN``:
+    its
     ``pair`` of the whole batch, :func:`degraded_pairs`), then the margin is cut from both
     (``m`` HR pixels, ``m / s`` LR pixels). With ``channels="y"`` the pairs are then the
     unrounded Y of the 8-bit LR (the model input of ``sr.evaluation.prepare``) and the rounded

@@ -34,11 +34,12 @@ import tensorflow as tf
 from omegaconf import MISSING
 from PIL import Image
 
-from sr.core.degrade import Bicubic, crop_margin, flip_batch, min_hr_size
+from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
-from sr.core.realesrgan import image_seed
 from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.degradations import Bicubic
+from sr.degradations.realesrgan import image_seed
 
 LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
 CHANNELS = ("y", "rgb")  # data.channels: what the model sees and makes, Y or RGB
@@ -124,7 +125,8 @@ class PatchSource(abc.ABC):
         lr_from: ``y`` or ``rgb``, the colour order of the Y pairs' LR (``sr.core.degrade``).
         channels: ``y`` (pairs of one channel, Y) or ``rgb`` (three, R, G, B).
         degradation: the LR operator (the ``degradation`` group, instantiated): None or
-            ``sr.core.degrade.Bicubic`` for MATLAB bicubic, ``sr.core.realesrgan.RealESRGAN``
+            ``sr.degradations.Bicubic`` for MATLAB bicubic,
+            ``sr.degradations.realesrgan.RealESRGAN``
             for Real-ESRGAN's degradations (made from RGB crops, whatever ``channels``).
 
     Raises:
@@ -471,7 +473,7 @@ class PatchSource(abc.ABC):
 
     def element_seeds(self, hr: tf.Tensor, index, pipeline: int = 0) -> tf.Tensor:
         """int64 ``[B, 2]`` stateless seeds of the degradation of each patch of batch ``index``:
-        ``sr.core.realesrgan.image_seed(stream_seed, index B + j, pipeline)`` for patch j;
+        ``sr.degradations.realesrgan.image_seed(stream_seed, index B + j, pipeline)`` for patch j;
         without ``index``, drawn from TensorFlow's stateful generator."""
         b = tf.shape(hr)[0]
         if index is None:

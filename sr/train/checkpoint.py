@@ -169,7 +169,17 @@ def load_run_config(run_dir) -> DictConfig:
         ) from e
     if not isinstance(cfg, DictConfig) or "model" not in cfg or "data" not in cfg:
         raise RunDirError(f"the run's config {path} is damaged: it has no model or data section")
+    target = OmegaConf.select(cfg, "degradation._target_")
+    if target in MOVED_TARGETS:  # a run saved before its class moved: the class's name today
+        cfg.degradation._target_ = MOVED_TARGETS[target]
     return cfg
+
+
+# Classes a run's config names by a module they have since left, and their names today.
+MOVED_TARGETS = {
+    "sr.core.degrade.Bicubic": "sr.degradations.Bicubic",
+    "sr.core.realesrgan.RealESRGAN": "sr.degradations.realesrgan.RealESRGAN",
+}
 
 
 BEST_DIR = "best"  # checkpoints/best: the best validated checkpoint, outside the rotation

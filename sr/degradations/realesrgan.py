@@ -12,8 +12,8 @@ A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s``
 (:meth:`RealESRGAN.pair`):
 
 0. with ``gt_usm`` (on, as in every official option file) the HR is sharpened by unsharp
-   masking (``sr.core.usm``); it is the target, and the LR is made from it;
-1. first stage: blur by each image's random kernel (:func:`sr.core.kernels.random_kernel`:
+   masking (``sr.degradations.usm``); it is the target, and the LR is made from it;
+1. first stage: blur by each image's random kernel (:func:`sr.degradations.kernels.random_kernel`:
    isotropic or anisotropic Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D
    sinc; side 7..21), resize by a factor drawn up / down / keep (``resize_prob``,
    ``resize_range``) with area, bilinear or bicubic interpolation, Gaussian noise
@@ -35,12 +35,13 @@ random resizes, as in the official code.
 
 Where this differs from the official PyTorch code, and why (``docs/data.md`` lists them too):
 
-- resizing is PyTorch's ``interpolate`` exactly (:mod:`sr.core.interpolate`: bicubic a = -0.75,
+- resizing is PyTorch's ``interpolate`` exactly (:mod:`sr.degradations.interpolate`: bicubic
+  a = -0.75,
   area as adaptive average pooling, the first resize mapped by its scale factor); a resized side
   is at least ``KERNEL_SIZE // 2 + 1`` = 11 pixels, the least the reflect padding of a 21-pixel
   kernel allows (it only binds for crops under 74 pixels; official crops are 400);
 - JPEG is libjpeg through TensorFlow's coder (4:2:0 chroma, accurate integer IDCT: Pillow's
-  pixels), or on the accelerator the batched JPEG of ``sr.core.jpeg``, not DiffJPEG; the
+  pixels), or on the accelerator the batched JPEG of ``sr.degradations.jpeg``, not DiffJPEG; the
   quality is the drawn value rounded down to an integer (DiffJPEG scales its tables by the
   real value);
 - the sharpened target is rounded to the 8-bit grid, like every HR target of the project;
@@ -60,10 +61,10 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import tensorflow as tf
 
-from sr.core import interpolate
 from sr.core.errors import ConfigError
-from sr.core.jpeg import jpeg_batch
-from sr.core.kernels import (
+from sr.degradations import interpolate
+from sr.degradations.jpeg import jpeg_batch
+from sr.degradations.kernels import (
     KERNEL_SIZE,
     KERNEL_TYPES,
     Draws,
@@ -71,7 +72,7 @@ from sr.core.kernels import (
     final_sinc,
     random_kernel,
 )
-from sr.core.usm import usm_sharp
+from sr.degradations.usm import usm_sharp
 
 RESIZE_MODES = interpolate.MODES
 """Interpolations of the random resizes, drawn uniformly."""
@@ -81,7 +82,8 @@ DEVICES = ("input", "accelerator")
 
 JPEGS = ("auto", "libjpeg", "tensorflow")
 """``degradation.jpeg``: libjpeg per image (exact, CPU), the batched JPEG in TensorFlow ops
-(``sr.core.jpeg``, any device), or auto: libjpeg on ``input``, TensorFlow on ``accelerator``."""
+(``sr.degradations.jpeg``, any device), or auto: libjpeg on ``input``, TensorFlow on
+``accelerator``."""
 
 MIN_SIDE = KERNEL_SIZE // 2 + 1
 """Smallest side (pixels) a resize may produce: reflect padding needs more pixels than it adds."""
@@ -175,7 +177,8 @@ class Options:
     gt_usm: bool = True  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
     # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
     device: str = field(default="input", metadata={"choices": DEVICES})
-    # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.core.jpeg, any
+    # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.degradations.jpeg,
+    # any
     # device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
     jpeg: str = field(default="auto", metadata={"choices": JPEGS})
 
@@ -248,7 +251,8 @@ def kernels(draws: Draws, params: Params) -> tuple[tf.Tensor, tf.Tensor, tf.Tens
 def random_resize(per_batch: Draws, images, stage: dict, base, factor_given: bool) -> tf.Tensor:
     """Resize a batch by a factor f drawn up (in [1, high]), down (in [low, 1]) or kept, by
     ``resize_prob``, to ``floor(base f)`` (at least :data:`MIN_SIDE`), with a mode drawn from
-    area, bilinear, bicubic: PyTorch's ``interpolate`` (:mod:`sr.core.interpolate`), mapping
+    area, bilinear, bicubic: PyTorch's ``interpolate`` (:mod:`sr.degradations.interpolate`),
+    mapping
     coordinates by f itself when ``factor_given`` (``interpolate(scale_factor=f)``), else by
     the ratio of the sizes (``interpolate(size=...)``). float32."""
     lo, hi = stage["resize_range"]
@@ -364,7 +368,7 @@ def degrade_batch(
             function of them (:func:`batch_draws`).
         params: the ranges and probabilities (:class:`Params`).
         jpeg_batch: the JPEG of a batch, ``(images [B, H, W, 3], quality int32 [B]) -> images``:
-            :func:`libjpeg_batch` (None, the default) or ``sr.core.jpeg.jpeg_batch``.
+            :func:`libjpeg_batch` (None, the default) or ``sr.degradations.jpeg.jpeg_batch``.
 
     Returns:
         float32 ``[B, H / s, W / s, 3]`` in [0, 1] on the 8-bit grid (k / 255).
@@ -477,7 +481,8 @@ class RealESRGAN:
 
     def pair(self, hr: tf.Tensor, scale: int, seeds, plain: bool = False) -> tuple[tf.Tensor, ...]:
         """A training pair of a batch, as ``feed_data``: with ``gt_usm`` the HR is sharpened
-        (``sr.core.usm.usm_sharp``, rounded to the 8-bit grid like a saved image) and the LR is
+        (``sr.degradations.usm.usm_sharp``, rounded to the 8-bit grid like a saved image) and the
+        LR is
         made from the sharpened HR.
 
         Args:

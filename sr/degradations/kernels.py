@@ -4,7 +4,8 @@ Source: BasicSR ``basicsr/data/degradations.py`` (the kernel families of Real-ES
 al., ICCV-W 2021, and of BSRGAN, Zhang et al., ICCV 2021) and ``basicsr/utils/img_process_util.py``
 (``filter2D``). Every kernel is float32 on a 21 x 21 grid (a smaller side zero-padded to 21, as
 the official code pads), sums to 1, and may carry any leading batch shape (one kernel per image,
-drawn from its row of the batch's uniforms, :class:`Draws`). Used by ``sr.core.realesrgan``.
+drawn from its row of the batch's uniforms, :class:`Draws`). Used by
+``sr.degradations.realesrgan``.
 """
 
 from __future__ import annotations

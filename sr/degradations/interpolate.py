@@ -1,5 +1,6 @@
 """PyTorch's ``torch.nn.functional.interpolate`` in TensorFlow ops, for whole batches: the
-random resizes of Real-ESRGAN's degradation (``sr.core.realesrgan``) as the official code runs
+random resizes of Real-ESRGAN's degradation (``sr.degradations.realesrgan``) as the official code
+runs
 them.
 
 Source: PyTorch ``aten/src/ATen/native/UpSample.h`` (``area_pixel_compute_scale``,

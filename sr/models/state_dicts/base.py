@@ -1,0 +1,99 @@
+"""The contract of a PyTorch state-dict layout: one module per architecture in this package, as
+spandrel has one loader per architecture, so that a new architecture is one new file.
+
+A layout reads the keys and shapes of a state dict as the reference code saves it (names such
+as ``conv_first.weight``, tensors NCHW / OIHW, float32 NumPy arrays), finds the architecture's
+hyperparameters in them (never in a file name), builds the project's Keras model with them, and
+moves tensors both ways:
+
+- :meth:`Layout.detect`: keys and shapes to a :class:`Found`, or None if the dict is not this
+  architecture;
+- :meth:`Layout.build`: the Keras model of a :class:`Found` (the project's builder);
+- :meth:`Layout.load`: the state dict's tensors into that model, every key used, every variable
+  set (else :class:`StateDictError` listing the missing, extra and misshapen keys);
+- :meth:`Layout.dump`: the model's variables as the reference state dict, C-contiguous float32
+  arrays, loadable by the reference class with ``strict=True``.
+
+Convolutions: PyTorch ``Conv2d.weight`` is ``[out, in, kh, kw]``, Keras ``Conv2D.kernel`` is
+``[kh, kw, in, out]`` (``np.transpose(w, (2, 3, 1, 0))``); ``PReLU.weight`` ``[C]`` is Keras's
+``alpha`` ``[1, 1, C]``; ``nn.PixelShuffle(r)`` takes channel ``c r^2 + i r + j`` to sub-pixel
+``(i, j)`` of channel ``c``, as ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``)
+does for NHWC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import keras
+import numpy as np
+
+State = Mapping[str, np.ndarray]
+"""A state dict: key -> float32 NumPy array in PyTorch's layout (NCHW, OIHW)."""
+
+
+class StateDictError(ValueError):
+    """A state dict that is not of a supported architecture, or does not fit the model: the
+    message names the file where one is known, what was found and what to do."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What :meth:`Layout.detect` read from a state dict's keys and shapes.
+
+    Attributes:
+        arch: the layout's name (``rrdbnet``, ``compact``, ``span``, ``edsr_baseline``,
+            ``rlfn``: the ``model`` group option it builds; ``unet_sn``, ``vgg19``).
+        kind: ``generator`` (an SR model), ``discriminator`` or ``features`` (VGG).
+        model: the ``model`` (or ``discriminator``) group's keys that rebuild it, ``_target_``
+            included, e.g. ``{"_target_": "sr.models.build_rrdbnet", "features": 64, ...}``.
+        scale: the upscaling factor (1 for a discriminator or VGG).
+        channels: image channels in and out (3 for RGB, 1 for Y).
+        notes: what the reader should be told (a layout variant, a conversion).
+    """
+
+    arch: str
+    kind: str
+    model: dict
+    scale: int
+    channels: int
+    notes: tuple[str, ...] = field(default=())
+
+
+class Layout(Protocol):
+    """One architecture's state-dict layout (a module of ``sr.models.state_dicts``)."""
+
+    arch: str
+    kind: str
+
+    def detect(self, state: State) -> Found | None:
+        """The hyperparameters the keys and shapes imply, or None if ``state`` is not this
+        architecture. Raises :class:`StateDictError` if it is this architecture but cannot be
+        built (a scale other than 4, an inconsistent shape)."""
+        ...
+
+    def build(self, found: Found) -> keras.Model:
+        """The project's Keras model of ``found``."""
+        ...
+
+    def load(self, model: keras.Model, state: State, found: Found) -> None:
+        """Set every variable of ``model`` from ``state``. Raises :class:`StateDictError` naming
+        missing, extra and misshapen keys; nothing is set then."""
+        ...
+
+    def dump(self, model: keras.Model, found: Found) -> dict[str, np.ndarray]:
+        """The reference state dict of ``model``: C-contiguous float32 arrays."""
+        ...
+
+
+def conv_in(w: np.ndarray) -> np.ndarray:
+    """PyTorch ``Conv2d.weight`` ``[out, in, kh, kw]`` to a Keras ``Conv2D.kernel``
+    ``[kh, kw, in, out]``."""
+    return np.ascontiguousarray(np.transpose(w, (2, 3, 1, 0)), dtype=np.float32)
+
+
+def conv_out(k: np.ndarray) -> np.ndarray:
+    """A Keras ``Conv2D.kernel`` ``[kh, kw, in, out]`` to PyTorch's ``[out, in, kh, kw]``."""
+    return np.ascontiguousarray(np.transpose(np.asarray(k), (3, 2, 0, 1)), dtype=np.float32)
