@@ -500,11 +500,14 @@ def build_source(cfg: DictConfig) -> PatchSource:
         raise
     loss = cfg.get("loss") or {}
     if getattr(getattr(degradation, "options", None), "gt_usm", False):  # a sharpened target
-        source.plain_target = not all(loss.get(k, True) for k in PLAIN_TARGET_KEYS)
+        adversary = OmegaConf.select(cfg, "discriminator._target_", default=None)
+        keys = PLAIN_TARGET_KEYS if adversary else PLAIN_TARGET_KEYS[:2]  # no D: no GAN term
+        source.plain_target = not all(loss.get(k, True) for k in keys)
     return source
 
 
-# the GAN stage's loss terms that may take the HR as it is rather than the sharpened target
+# the loss=realesrgan terms that may take the HR as it is rather than the sharpened target (the
+# GAN term's only with a discriminator)
 PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
 
 

@@ -49,10 +49,12 @@ class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class TermWindow:
-    """Device-side sums of :data:`TERMS` since the host last read them, and their count."""
+    """Device-side sums of the terms ``names`` (default :data:`TERMS`) since the host last read
+    them, and their count."""
 
-    def __init__(self):
-        self.total = tf.Variable(tf.zeros([len(TERMS)]), trainable=False, name="gan_term_sums")
+    def __init__(self, names: tuple[str, ...] = TERMS):
+        self.names = tuple(names)
+        self.total = tf.Variable(tf.zeros([len(names)]), trainable=False, name="gan_term_sums")
         self.count = tf.Variable(0.0, trainable=False, name="gan_term_count")
 
     def add(self, terms: tf.Tensor) -> None:
@@ -65,7 +67,7 @@ class TermWindow:
         total, count = self.total.numpy(), float(self.count.numpy())
         self.total.assign(tf.zeros_like(self.total))
         self.count.assign(0.0)
-        return {k: float(v) / count for k, v in zip(TERMS, total)} if count else None
+        return {k: float(v) / count for k, v in zip(self.names, total)} if count else None
 
 
 class GANStep(TrainStep):

@@ -98,15 +98,15 @@ class RealESRGANLoss(Loss):
                 )
             self.vgg = build_vgg_features(self.vgg_weights)
 
-    @property
-    def plain_target(self) -> bool:
-        """Whether a term needs the HR as it is beside the sharpened one."""
-        return not (self.l1_gt_usm and self.percep_gt_usm and self.gan_gt_usm)
-
-    def penalty(self, error: tf.Tensor) -> tf.Tensor:
-        """The L1 term's per-pixel penalty: called as a :class:`sr.train.losses.Loss`, this is
-        the pixel loss alone (:meth:`l1`)."""
-        return tf.abs(error)
+    def __call__(self, hr, sr):
+        """Not a pixel loss: its terms take their own targets and a VGG, which the steps of
+        :mod:`sr.train.perceptual` and :mod:`sr.train.gan` call (:meth:`l1`,
+        :meth:`perceptual`, ...). Raises TypeError, so that a step that would train its L1 term
+        alone cannot be given it (:func:`sr.train.parts.training_part` chooses the step)."""
+        raise TypeError(
+            "RealESRGANLoss is not a pixel loss: train it with the part that "
+            "sr.train.parts.training_part chooses (PerceptualTraining or AdversarialTraining)"
+        )
 
     def l1(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
         """Unweighted per-example mean absolute error of ``sr`` against ``hr`` (float32
