@@ -13,7 +13,11 @@ The update is Real-ESRGAN's ``optimize_parameters`` (``realesrgan/models/realesr
 the generator's step on ``l1_weight L1 + perceptual_weight perceptual + gan_weight BCE(D(SR),
 1)``, then the discriminator's on ``BCE(D(HR), 1) + BCE(D(SR), 0)`` with the same (detached) SR
 and the discriminator's weights before its update; both gradients come from one forward pass
-here, which is the same arithmetic (the generator's step does not change the discriminator).
+here, which is the same arithmetic (the generator's step does not change the discriminator's
+weights). The discriminator is called three times in training mode, in the official order: D(SR)
+for the generator, then D(HR) and D(SR) for itself, so its spectral norm
+(:class:`sr.models.spectral_norm.SpectralNorm`) runs three power iterations per step, each call's
+sigma from its own, as PyTorch's.
 """
 
 from __future__ import annotations
