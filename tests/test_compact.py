@@ -1,8 +1,15 @@
-"""SRVGGNetCompact (Real-ESRGAN's compact model, sr/models/compact.py): the size of
-realesr-general-x4v3 counted from the reference's layers, its structure and receptive field.
-Training, evaluation, upscaling and export of every YAML: tests/test_recipes.py."""
+"""SRVGGNetCompact (Real-ESRGAN's compact model, sr/models/compact.py) and its PyTorch layout
+(sr/models/state_dicts/compact.py): the size of realesr-general-x4v3 counted from the
+reference's layers, its structure and receptive field; the PyTorch fixture
+(tests/fixtures/pytorch/make_compact.py, spandrel's reference class) read, run within 1e-4 of
+PyTorch, written back bit for bit, exported to TFLite and ONNX at 45 dB or more against
+PyTorch; the full-size key layout; the files refused. No torch needed but for the one test
+marked ``torch``. Training, evaluation, upscaling and export of every YAML:
+tests/test_recipes.py."""
 
 from __future__ import annotations
+
+import json
 
 import keras
 import numpy as np
@@ -12,6 +19,11 @@ from sr.inference import receptive_radius
 from sr.models import build_compact
 from sr.models.complexity import parameters
 from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D
+from sr.models.state_dicts import compact as layout
+from sr.models.state_dicts.base import StateDictError
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "pytorch"
 
 
 def conv(k: int, c_in: int, c_out: int) -> int:
@@ -101,3 +113,176 @@ def test_other_activations_are_the_references(activation, kind, slope):
 def test_bad_hyperparameters_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match.replace("(", r"\(")):
         build_compact(4, 1, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def fixture():
+    """The PyTorch fixture: its state dict (NumPy, through safetensors), input and output."""
+    from safetensors.numpy import load_file
+
+    arrays = np.load(FIXTURES / "compact.npz")
+    return load_file(FIXTURES / "compact.safetensors"), arrays["input"], arrays["output"]
+
+
+@pytest.fixture(scope="module")
+def imported(fixture):
+    """The fixture's model, read by the layout."""
+    state = fixture[0]
+    found = layout.detect(state)
+    model = layout.build(found)
+    layout.load(model, state, found)
+    return model, found
+
+
+def test_the_fixture_is_detected_as_made(fixture):
+    found = layout.detect(fixture[0])
+    assert (found.arch, found.kind, found.scale, found.channels) == ("compact", "generator", 4, 3)
+    assert found.model == {
+        "_target_": "sr.models.build_compact",
+        "features": 8,
+        "convs": 2,
+        "activation": "prelu",
+    }
+    assert layout.LAYOUT.detect(fixture[0]) == found and layout.LAYOUT.arch == "compact"
+
+
+def test_keras_output_is_pytorchs(fixture, imported):
+    """The imported model on the fixture's input gives PyTorch's output within 1e-4 (float32;
+    RGB, so the pixel shuffle's channel order matters)."""
+    _, x, expected = fixture
+    got = imported[0](x).numpy()
+    assert got.shape == expected.shape == (1, 64, 80, 3)
+    assert np.abs(expected).max() > 0.5  # a real output, not a flat one
+    assert np.abs(got - expected).max() < 1e-4
+
+
+def test_dump_of_load_is_the_state_dict_bit_for_bit(fixture, imported):
+    state = fixture[0]
+    model, found = imported
+    back = layout.dump(model, found)
+    assert list(back) == list(layout.reference_layout(8, 2, 3))  # the reference's key order
+    assert set(back) == set(state)
+    for key, value in back.items():
+        assert value.dtype == np.float32 and value.flags["C_CONTIGUOUS"], key
+        np.testing.assert_array_equal(value, state[key], err_msg=key)
+
+
+def test_no_tensor_of_the_fixture_is_zero_or_ignored(fixture, imported):
+    """Every tensor moves the output: zeroing any one of them changes it (a converter that
+    dropped or swapped one would not see it otherwise)."""
+    state, x, expected = fixture
+    model, found = imported
+    for key in state:
+        changed = dict(state, **{key: np.zeros_like(state[key])})
+        layout.load(model, changed, found)
+        assert np.abs(model(x).numpy() - expected).max() > 1e-3, key
+    layout.load(model, state, found)
+
+
+def test_full_size_layout_is_the_references():
+    """realesr-general-x4v3's keys and shapes, as the reference class makes them (the committed
+    JSON of make_compact.py), are the layout's; a state dict of those shapes (no weights) is
+    detected as 64 features, 32 convs, x4 RGB, loads, and has 1,213,296 parameters."""
+    ref = json.loads((FIXTURES / "compact_general_x4v3_layout.json").read_text())
+    keys = [(k, tuple(shape)) for k, shape in ref["keys"]]
+    assert keys == list(layout.reference_layout(64, 32, 3).items())
+    assert ref["parameters"] == 1_213_296
+    state = {k: np.full(shape, 0.01, np.float32) for k, shape in keys}
+    found = layout.detect(state)
+    assert found.model["features"] == 64 and found.model["convs"] == 32
+    assert (found.scale, found.channels) == (4, 3)
+    model = layout.build(found)
+    assert parameters(model) == ref["parameters"]
+    layout.load(model, state, found)
+    dumped = layout.dump(model, found)
+    assert [(k, v.shape) for k, v in dumped.items()] == keys
+
+
+def test_float16_tensors_are_cast(fixture, imported):
+    state, x, expected = fixture
+    model, found = imported
+    layout.load(model, {k: v.astype(np.float16) for k, v in state.items()}, found)
+    assert np.abs(model(x).numpy() - expected).max() < 5e-2
+    assert all(v.dtype == "float32" for v in model.weights)
+    layout.load(model, state, found)
+
+
+def _with(state, **changes):
+    out = dict(state)
+    for key, value in changes.items():
+        key = key.replace("_", ".")
+        if value is None:
+            out.pop(key)
+        else:
+            out[key] = value
+    return out
+
+
+def test_other_architectures_are_not_detected(fixture):
+    """RRDBNet's, EDSR's and SPAN's keys are not this layout's (None: the registry asks the
+    next one)."""
+    w = np.zeros((8, 3, 3, 3), np.float32)
+    b = np.zeros(8, np.float32)
+    others = [
+        {"conv_first.weight": w, "body.0.rdb1.conv1.weight": w},  # RRDBNet
+        {"conv_first.weight": w, "body.0.conv1.weight": w, "body.0.conv1.bias": b},  # EDSR
+        {"conv_1.sk.weight": w, "block_1.c1_r.sk.weight": w},  # SPAN
+        {"model.0.weight": w, "model.0.bias": b},  # old ESRGAN
+    ]
+    for state in others:
+        assert layout.detect(state) is None
+
+
+def test_refused_files_say_what_was_found(fixture):
+    """A 2x model, a relu file, a 4-channel one: StateDictError naming what was found, the first
+    keys and what is supported."""
+    state = fixture[0]
+    x2 = _with(state, body_6_weight=np.zeros((12, 8, 3, 3), np.float32))
+    with pytest.raises(StateDictError, match=r"scale 2: 12 = 3 x 2\^2") as e:
+        layout.detect(x2)
+    assert "first keys body.0.bias" in str(e.value) and "x4 with PReLU" in str(e.value)
+    relu = {k: v for k, v in state.items() if v.ndim != 1 or k.endswith(".bias")}
+    with pytest.raises(StateDictError, match="no PReLU weights .* relu or leakyrelu"):
+        layout.detect(relu)
+    odd = _with(state, body_6_weight=np.zeros((40, 8, 3, 3), np.float32))
+    with pytest.raises(StateDictError, match="40 output channels, not C s\\^2 for its C = 3"):
+        layout.detect(odd)
+    gray4 = {k: v for k, v in state.items()}
+    gray4["body.0.weight"] = np.zeros((8, 4, 3, 3), np.float32)
+    gray4["body.6.weight"] = np.zeros((64, 8, 3, 3), np.float32)
+    with pytest.raises(StateDictError, match="4 image channels"):
+        layout.detect(gray4)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"body_3_weight": None}, "missing: body.3.weight"),
+        ({"body_7_weight": np.ones(8, np.float32)}, "extra: body.7.weight"),
+        ({"upsampler_weight": np.ones(8, np.float32)}, "extra: upsampler.weight"),
+        (
+            {"body_2_bias": np.ones(9, np.float32)},
+            r"misshapen: body.2.bias \(9,\) \(expected \(8,\)\)",
+        ),
+    ],
+)
+def test_a_state_dict_that_does_not_fit_loads_nothing(fixture, imported, change, message):
+    state = fixture[0]
+    model, found = imported
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(StateDictError, match=message) as e:
+        layout.load(model, _with(state, **change), found)
+    assert "nothing was loaded" in str(e.value)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_a_model_of_other_hyperparameters_is_refused_before_any_weight_is_set(fixture):
+    state = fixture[0]
+    found = layout.detect(state)
+    other = build_compact(4, 3, features=16, convs=2)
+    before = [w.copy() for w in other.get_weights()]
+    with pytest.raises(StateDictError, match="layer body_0 of .* holds shapes"):
+        layout.load(other, state, found)
+    assert all(np.array_equal(a, b) for a, b in zip(before, other.get_weights()))
+    with pytest.raises(StateDictError, match="has no layer body_5"):
+        layout.load(build_compact(4, 3, features=8, convs=1), state, found)
