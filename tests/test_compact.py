@@ -9,7 +9,10 @@ tests/test_recipes.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -20,7 +23,7 @@ from sr.models import build_compact
 from sr.models.complexity import parameters
 from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D
 from sr.models.state_dicts import compact as layout
-from sr.models.state_dicts.base import StateDictError
+from sr.models.state_dicts.base import Found, StateDictError
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "pytorch"
@@ -286,3 +289,62 @@ def test_a_model_of_other_hyperparameters_is_refused_before_any_weight_is_set(fi
     assert all(np.array_equal(a, b) for a, b in zip(before, other.get_weights()))
     with pytest.raises(StateDictError, match="has no layer body_5"):
         layout.load(build_compact(4, 3, features=8, convs=1), state, found)
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_exports_of_the_imported_model_are_pytorchs(fixture, imported, tmp_path, fmt):
+    """The TFLite (16 x 16 windows) and ONNX exports of the imported fixture reach 45 dB PSNR
+    against PyTorch's own output on the fixture's input: PReLU and the pixel shuffle of an RGB
+    model, where ONNX/TF conversions have gone wrong (onnx2tf #91), survive both converters."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("tf2onnx")
+    from sr.deploy import Exported, export_model, psnr_float
+
+    _, x, expected = fixture
+    record = export_model(imported[0], tmp_path / fmt, fmt, scale=4, size=16)
+    assert record["check"]["psnr_db"] >= 45  # against Keras, on the astronaut
+    got = Exported(tmp_path / fmt)(x).numpy()
+    psnr = psnr_float(got, expected)
+    print(f"{fmt}: {psnr:.1f} dB against PyTorch, max |diff| {np.abs(got - expected).max():.2e}")
+    assert psnr >= 45
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_live_both_ways_against_the_reference_class(tmp_path):
+    """With torch, spandrel and safetensors installed: a random reference model (Y, 4 features,
+    3 convs) read into Keras gives its output within 1e-4, and a Keras model (RGB, random PReLU
+    slopes) written out loads into the reference class with strict=True and gives Keras's output
+    within 1e-4. PyTorch runs in a child process (make_compact.py --live): torch's CUDA build
+    imports triton, which crashes in a process that has loaded TensorFlow."""
+    pytest.importorskip("torch")
+    if importlib.util.find_spec("spandrel") is None:  # not imported here: it loads triton
+        pytest.skip("spandrel is not installed (the reference class)")
+    from safetensors.numpy import load_file, save_file
+
+    keras.utils.set_random_seed(2)
+    ours = build_compact(4, 3, features=8, convs=2)
+    rng = np.random.default_rng(2)
+    for w in ours.weights:  # slopes and biases off their zero / constant starts
+        w.assign(w.numpy() + rng.normal(0, 0.05, w.shape).astype(np.float32))
+    found = Found("compact", "generator", {"features": 8, "convs": 2}, 4, 3)
+    save_file(layout.dump(ours, found), str(tmp_path / "ours.safetensors"))
+    x_ref = rng.random((2, 9, 13, 1), dtype=np.float32)
+    x_ours = rng.random((1, 11, 7, 3), dtype=np.float32)
+    np.save(tmp_path / "x_ref.npy", x_ref)
+    np.save(tmp_path / "x_ours.npy", x_ours)
+    argv = [sys.executable, "-m", "tests.fixtures.pytorch.make_compact", "--live", str(tmp_path)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    state = load_file(str(tmp_path / "ref.safetensors"))
+    found = layout.detect(state)
+    assert (found.model["features"], found.model["convs"], found.channels) == (4, 3, 1)
+    model = layout.build(found)
+    layout.load(model, state, found)
+    expected = np.load(tmp_path / "ref_out.npy")
+    assert np.abs(model(x_ref).numpy() - expected).max() < 1e-4
+    got = np.load(tmp_path / "ours_out.npy")
+    assert got.shape == (1, 44, 28, 3)
+    assert np.abs(got - ours(x_ours).numpy()).max() < 1e-4
