@@ -18,7 +18,7 @@ of them cannot say which it is (spandrel does not detect them either): it is ref
 The pixel shuffle: PyTorch's ``nn.PixelShuffle(s)`` takes channel ``c s^2 + i s + j`` of the last
 conv to sub-pixel ``(i, j)`` of image channel c; ``tf.nn.depth_to_space`` (our
 ``sr.models.layers.PixelShuffle``) takes channel ``(i s + j) C + c`` there. The orders agree for
-C = 1 only, so the last conv's output channels are permuted both ways (:func:`shuffle_order`):
+C = 1 only, so the last conv's output channels are permuted both ways (``base.shuffle_order``):
 the silent error of ONNX-to-TF converters on this model (onnx2tf #91).
 """
 
@@ -31,7 +31,14 @@ import keras
 import numpy as np
 
 from sr.models.compact import build_compact
-from sr.models.state_dicts.base import Found, State, StateDictError, conv_in, conv_out
+from sr.models.state_dicts.base import (
+    Found,
+    State,
+    StateDictError,
+    conv_in,
+    conv_out,
+    shuffle_order,
+)
 
 ARCH = "compact"
 TARGET = "sr.models.build_compact"
@@ -67,13 +74,6 @@ def reference_layout(features: int, convs: int, channels: int, scale: int = 4) -
     shapes[f"body.{last}.weight"] = (channels * scale * scale, features, 3, 3)
     shapes[f"body.{last}.bias"] = (channels * scale * scale,)
     return shapes
-
-
-def shuffle_order(channels: int, scale: int) -> np.ndarray:
-    """Index array ``order`` with ``keras_channel[k] = pytorch_channel[order[k]]`` for the conv
-    before a pixel shuffle of ``scale`` into ``channels`` image channels (int ``[C s^2]``): Keras
-    channel ``(i s + j) C + c`` is PyTorch channel ``c s^2 + i s + j``."""
-    return np.arange(channels * scale * scale).reshape(channels, scale * scale).T.reshape(-1)
 
 
 def detect(state: State) -> Found | None:
