@@ -88,6 +88,7 @@ def test_the_gradient_on_weight_orig_flows_through_sigma():
     assert np.abs(g / sigma - want).max() > 1e-3 * np.abs(want).max()  # the sigma term counts
 
 
+@pytest.mark.slow  # a GANStep traced: about 5 to 9 s
 def test_a_gan_step_runs_three_power_iterations():
     """Real-ESRGAN's update calls the discriminator three times (D(SR) for the generator, then
     D(HR) and D(SR) for itself), each in training mode: after one step, each u is three
