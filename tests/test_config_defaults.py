@@ -14,6 +14,7 @@ import yaml
 
 import sr.config as C
 from sr.degradations.realesrgan import Options, Params, RealESRGAN
+from sr.models.gan_schemas import DiscriminatorConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
 SCHEMA_TABLES = {
@@ -81,20 +82,39 @@ def test_every_option_is_checked_against_a_schema():
     assert seen >= {"data", "model", "train", "loss", "optimizer", "degradation"}
 
 
-@pytest.mark.parametrize("target", sorted(MODEL_SCHEMAS))
-def test_a_model_schema_and_its_builder_agree(target):
-    builder = hydra.utils.get_method(target)
+BUILDERS = {
+    **MODEL_SCHEMAS,
+    **C.GROUP_SCHEMAS["optimizer"],
+    **C.GROUP_SCHEMAS["loss"],
+    "sr.models.discriminator.build_unet_discriminator": DiscriminatorConfig,
+}
+
+
+@pytest.mark.parametrize("target", sorted(BUILDERS))
+def test_a_schema_and_its_builder_agree(target):
+    """Each default of a schema (``model``, ``optimizer``, ``loss``, ``discriminator``) is its
+    builder's (a function, or a class's ``__init__``), where the builder takes the key."""
+    builder = (
+        hydra.utils.get_class(target)
+        if target[0].isupper() or "." in target and (target.rsplit(".", 1)[1][0].isupper())
+        else hydra.utils.get_method(target)
+    )
     params = inspect.signature(builder).parameters
-    schema = MODEL_SCHEMAS[target]
+    schema = BUILDERS[target]
+    checked = 0
     for f in dataclasses.fields(schema):
-        if f.name == "_target_":
+        if f.name == "_target_" or f.name not in params:
             continue
-        assert f.name in params, f"{schema.__name__}.{f.name} is not an argument of {target}"
         want = params[f.name].default
         assert want is not inspect.Parameter.empty, f"{target}({f.name}) has no default"
         assert _same(_default(f), want), (
             f"{schema.__name__}.{f.name} = {_default(f)!r} but {target} defaults to {want!r}"
         )
+        checked += 1
+    if target in MODEL_SCHEMAS:  # a model builder takes every key of its schema
+        keys = {f.name for f in dataclasses.fields(schema)} - {"_target_"}
+        assert keys <= set(params), f"{target} takes no {sorted(keys - set(params))}"
+    assert checked or not [f for f in dataclasses.fields(schema) if f.name != "_target_"]
 
 
 def test_the_degradation_schema_is_its_class():
