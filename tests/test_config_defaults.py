@@ -94,11 +94,7 @@ BUILDERS = {
 def test_a_schema_and_its_builder_agree(target):
     """Each default of a schema (``model``, ``optimizer``, ``loss``, ``discriminator``) is its
     builder's (a function, or a class's ``__init__``), where the builder takes the key."""
-    builder = (
-        hydra.utils.get_class(target)
-        if target[0].isupper() or "." in target and (target.rsplit(".", 1)[1][0].isupper())
-        else hydra.utils.get_method(target)
-    )
+    builder = hydra.utils.get_object(target)
     params = inspect.signature(builder).parameters
     schema = BUILDERS[target]
     checked = 0
