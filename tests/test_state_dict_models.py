@@ -82,9 +82,45 @@ def test_dump_of_load_is_the_file(name):
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
+def test_what_detect_finds_is_a_valid_model_config(name):
+    """``Found.model`` is a ``model`` group config: every key in the builder's schema, every
+    value within its bounds, and instantiating it builds the layout's model."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from sr.core.schema import check_node
+    from sr.models.schemas import SCHEMAS
+
+    _, found, model = imported(name)
+    schema = SCHEMAS[found.model["_target_"]]
+    config = OmegaConf.merge(OmegaConf.structured(schema), found.model)  # unknown key: error
+    check_node(OmegaConf.to_container(config), schema, "model")
+    again = instantiate(config, scale=found.scale, channels=found.channels)
+    assert again.count_params() == model.count_params()
+    assert [type(la) for la in again.layers] == [type(la) for la in model.layers]
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
 def test_each_layout_knows_only_its_own_files(name):
     state, _, _ = fixture(name)
     assert [n for n, layout in LAYOUTS.items() if layout.detect(state) is not None] == [name]
+
+
+@pytest.mark.parametrize("channels, factor", [(1, 4), (3, 4), (8, 2)])
+def test_shuffle_order_takes_pytorchs_pixel_shuffle_to_depth_to_space(channels, factor):
+    """``nn.PixelShuffle`` as PyTorch defines it (``out[c, h r + i, w r + j] =
+    in[c r^2 + i r + j, h, w]``) equals the project's ``PixelShuffle`` of the channels in
+    ``shuffle_order``'s order; the identity for one channel only."""
+    from sr.models.layers import PixelShuffle
+    from sr.models.state_dicts.pairs import shuffle_order
+
+    c, r, h, w = channels, factor, 5, 6
+    x = np.random.default_rng(0).random((c * r * r, h, w)).astype(np.float32)
+    pytorch = x.reshape(c, r, r, h, w).transpose(0, 3, 1, 4, 2).reshape(c, h * r, w * r)
+    order = shuffle_order(c, r)
+    keras_out = PixelShuffle(r)(x[order].transpose(1, 2, 0)[np.newaxis]).numpy()[0]
+    assert np.array_equal(keras_out.transpose(2, 0, 1), pytorch)
+    assert (order == np.arange(c * r * r)).all() == (c == 1)
 
 
 def _rescaled(state: dict, key: str, scale: int) -> dict:
@@ -171,6 +207,20 @@ def test_span_without_normalisation_is_spandrels_no_norm():
     del state["no_norm"]
     with pytest.raises(StateDictError, match="1 input channels that subtracts the RGB mean"):
         span.detect(state)
+
+
+def test_a_stale_span_eval_conv_is_said_and_the_branches_used(caplog):
+    """A file saved before an eval forward holds an eval_conv that is not the fusion of its
+    branches: the reference's eval forward recomputes it, and so does the import (a warning)."""
+    state, x, expected = fixture("span")
+    state = dict(state)
+    state["block_2.c3_r.eval_conv.weight"] = state["block_2.c3_r.eval_conv.weight"] + 1.0
+    found = span.detect(state)
+    model = span.build(found)
+    with caplog.at_level("WARNING", logger="sr.models.state_dicts.span"):
+        span.load(model, state, found)
+    assert "eval_conv of 1 Conv3XC (block_2.c3_r)" in caplog.text
+    assert np.abs(model(x).numpy() - expected).max() < 1e-4
 
 
 def _span_keys(features: int) -> dict:

@@ -17,8 +17,10 @@ moves tensors both ways:
 Convolutions: PyTorch ``Conv2d.weight`` is ``[out, in, kh, kw]``, Keras ``Conv2D.kernel`` is
 ``[kh, kw, in, out]`` (``np.transpose(w, (2, 3, 1, 0))``); ``PReLU.weight`` ``[C]`` is Keras's
 ``alpha`` ``[1, 1, C]``; ``nn.PixelShuffle(r)`` takes channel ``c r^2 + i r + j`` to sub-pixel
-``(i, j)`` of channel ``c``, as ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``)
-does for NHWC.
+``(i, j)`` of channel ``c``, while ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``,
+NHWC) takes channel ``(i r + j) C + c`` there: the two agree for C = 1 only, so the output
+channels of a conv before a pixel shuffle of C > 1 channels (RGB, EDSR's features) are
+reordered (``sr.models.state_dicts.pairs.shuffle_order``).
 """
 
 from __future__ import annotations
