@@ -113,7 +113,7 @@ def test_shuffle_order_takes_pytorchs_pixel_shuffle_to_depth_to_space(channels, 
     in[c r^2 + i r + j, h, w]``) equals the project's ``PixelShuffle`` of the channels in
     ``shuffle_order``'s order; the identity for one channel only."""
     from sr.models.layers import PixelShuffle
-    from sr.models.state_dicts.pairs import shuffle_order
+    from sr.models.state_dicts.base import shuffle_order
 
     c, r, h, w = channels, factor, 5, 6
     x = np.random.default_rng(0).random((c * r * r, h, w)).astype(np.float32)

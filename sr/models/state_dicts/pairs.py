@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from sr.models.state_dicts.base import StateDictError, conv_in, conv_out
+from sr.models.state_dicts.base import StateDictError, conv_in, conv_out, shuffle_order
 
 SHOWN = 6  # keys named per kind of fault in a message
 
@@ -50,24 +50,10 @@ def conv2d(prefix: str, layer) -> list[Slot]:
     return [kernel(f"{prefix}.weight", layer.kernel), bias(f"{prefix}.bias", layer.bias)]
 
 
-def shuffle_order(channels: int, factor: int) -> np.ndarray:
-    """Where each Keras channel before a pixel shuffle is in PyTorch: int ``[C r^2]``, entry k
-    the PyTorch channel that Keras channel k is.
-
-    ``nn.PixelShuffle(r)`` takes channel ``c r^2 + i r + j`` to sub-pixel ``(i, j)`` of channel
-    c; ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``, NHWC) takes channel
-    ``(i r + j) C + c`` there. The two agree for C = 1 only: a conv before a pixel shuffle of
-    C > 1 channels (RGB, or EDSR's features) has its output channels in another order.
-    """
-    k = np.arange(channels * factor * factor)
-    sub, c = np.divmod(k, channels)
-    return c * factor * factor + sub
-
-
 def shuffled(slots: list[Slot], channels: int, factor: int) -> list[Slot]:
     """The slots of a conv (weight and bias) that feeds a pixel shuffle of ``factor`` on
     ``channels`` channels, its output channels reordered between the two layouts
-    (:func:`shuffle_order`)."""
+    (``sr.models.state_dicts.base.shuffle_order``)."""
     order = shuffle_order(channels, factor)
     back = np.argsort(order)
 
