@@ -24,6 +24,7 @@ defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, pl
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from PIL import Image
 from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
+from sr.core.schema import bounded, value_error
 from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
@@ -58,11 +60,12 @@ class DataConfig:
     val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
     # hold out N images of hr_dir (spread over name order) as the validation images, never
     # trained on: a validation set from the training photos (then data.val_dir must be null)
-    val_holdout: int = 0
+    val_holdout: int = bounded(0, minimum=0, integer=True)
     lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
-    batch_size: int = 64  # B, patches per batch
-    patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
-    scale: int = 4  # s
+    batch_size: int = bounded(64, minimum=1, integer=True)  # B, patches per batch
+    # HR patch P in pixels (LR patch is P / scale)
+    patch_size: int = bounded(96, minimum=1, integer=True)
+    scale: int = bounded(4, minimum=1, integer=True)  # s
     flip: bool = True  # random vertical and horizontal flips
     rot90: bool = False  # also random transposes (all 8 rotations and reflections)
     seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
@@ -70,7 +73,7 @@ class DataConfig:
     service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
     # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
     # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
-    lr_from: str = "y"
+    lr_from: str = bounded("y", choices=LR_FROM)
     # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
     # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
     channels: str = "y"
@@ -93,10 +96,19 @@ def holdout(files: list[Path], count: int, key: str) -> list[Path]:
     return [files[int((i + 0.5) * n / count)] for i in range(count)]
 
 
-def at_least(key: str, value, minimum=1):
-    """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
-    if value is None or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"data.{key} must be a number >= {minimum}, got {value!r}")
+def checked(schema, key: str, value):
+    """``value`` of ``data.<key>`` if it is within the bounds that ``schema`` declares for the key
+    (``sr.core.schema.bounded``: the one place of a bound, also checked when the config composes
+    and listed in docs/config.md).
+
+    Raises:
+        ValueError: naming the key, the bound and the value (``data.batch_size must be an
+            integer >= 1, got -4``).
+    """
+    meta = next(f.metadata for f in dataclasses.fields(schema) if f.name == key)
+    why = value_error(value, meta)
+    if why:
+        raise ValueError(f"data.{key} {why}, got {value!r}")
     return value
 
 
@@ -165,9 +177,12 @@ class PatchSource(abc.ABC):
         degradation=None,
         val_holdout: int = 0,
     ):
-        at_least("scale", scale)
-        at_least("batch_size", batch_size)
-        at_least("patch_size", patch_size)
+        for key, value in (
+            ("scale", scale),
+            ("batch_size", batch_size),
+            ("patch_size", patch_size),
+        ):
+            checked(self.schema, key, value)
         if patch_size % scale:
             raise ValueError(
                 f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
@@ -183,8 +198,7 @@ class PatchSource(abc.ABC):
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
-        if lr_from not in LR_FROM:
-            raise ValueError(f"data.lr_from={lr_from!r}: choose one of {', '.join(LR_FROM)}")
+        checked(self.schema, "lr_from", lr_from)
         if lr_from == "rgb" and self.lr_dir:
             raise ValueError(
                 f"data.lr_from=rgb makes the LR from the RGB HR, but data.lr_dir={self.lr_dir} "
@@ -208,7 +222,7 @@ class PatchSource(abc.ABC):
             raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
         self.hr_dir = Path(hr_dir).expanduser()
         self.val_dir = Path(val_dir).expanduser() if val_dir else None
-        self.val_holdout = at_least("val_holdout", val_holdout, 0)
+        self.val_holdout = checked(self.schema, "val_holdout", val_holdout)
         if self.val_holdout and self.val_dir:
             raise ValueError(
                 f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
