@@ -15,9 +15,9 @@ temporary folder, deleted): TFLite float32 and int8 by ``sr.deploy.export.to_tfl
 side ``--size`` (the whole image is one window; int8 is calibrated on the LR tile of
 scikit-image's astronaut photo, as ``scripts/export.py`` does without ``--calibration``), ONNX by
 ``sr.deploy.export_model`` (dynamic size, checked against Keras when written). The TFLite exports
-are not made by ``export_model`` because it refuses a window of at most twice the model's
-receptive radius (RRDBNet's is 349 LR pixels, overlap 351: ``--size 256`` would be refused),
-which tiling a larger image needs but one window does not.
+are not made by ``export_model`` because it refuses a window of at most twice the tile overlap
+(``sr.inference.default_overlap``: RRDBNet's is 351 LR pixels, so ``--size 256`` would be
+refused), which tiling a larger image needs but one window does not.
 
 Each backend maps the astronaut's LR tile, float32 ``[1, S, S, 3]`` in [0, 1] (S = ``--size``),
 to ``[1, 4S, 4S, 3]``: Keras in a ``tf.function``, the LiteRT interpreter and ONNX Runtime through
@@ -41,6 +41,8 @@ import importlib.metadata
 import json
 import math
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -128,15 +130,16 @@ def versions() -> str:
     return ", ".join(found)
 
 
-def timed(run, x: np.ndarray, repeat: int) -> list[float]:
-    """Milliseconds of each of ``repeat`` calls of ``run(x)`` after one warm-up call."""
-    run(x)
+def timed(run, x: np.ndarray, repeat: int) -> tuple[np.ndarray, list[float]]:
+    """The output of a warm-up call ``run(x)``, and the milliseconds of each of ``repeat`` calls
+    after it."""
+    output = run(x)
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         run(x)
         times.append(1000 * (time.perf_counter() - t0))
-    return times
+    return output, times
 
 
 def tflite_export(model, folder: Path, size: int, calibration, n_threads: int) -> Exported:
@@ -187,14 +190,27 @@ def measure(backend: str, model, folder: Path, tile: np.ndarray, args, reference
     stderr)."""
     try:
         run, file = runner(backend, model, folder, tile, args.threads)
-        ms = timed(run, tile, args.repeat)
-        output = run(tile)
+        output, ms = timed(run, tile, args.repeat)
     except Exception as e:  # a converter's or runtime's failure is a result: kept in the row
-        reason = " ".join(f"{type(e).__name__}: {e}".split())
-        print(f"  {backend} failed: {reason}", file=sys.stderr)
-        return {"error": reason}
+        print(f"{backend} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        shutil.rmtree(folder, ignore_errors=True)  # no half-written export left in --out
+        return {"error": reason(e)}
     psnr = None if reference is None else psnr_float(output, reference)
     return {"ms": ms, "output": output, "psnr": psnr, "mb": file.stat().st_size / 2**20}
+
+
+def reason(error: Exception) -> str:
+    """A failure in one line of at most :data:`REASON_CHARS` characters: for the TFLite
+    converter's long MLIR dump, its error code and the TensorFlow ops it could not lower
+    (``ConverterError: ERROR_NEEDS_FLEX_OPS, TF Select ops: Conv2D``), else the start of the
+    message."""
+    text = " ".join(str(error).split())
+    code = re.search(r"Error code: (\w+)", text)
+    if code:
+        ops = re.search(r"TF Select ops: (.+?) Details:", text)
+        text = code.group(1) + (f", TF Select ops: {ops.group(1)}" if ops else "")
+    text = f"{type(error).__name__}: {text}".replace("|", "/")
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
 
 
 def model_rows(name: str, args, tile: np.ndarray, out: Path) -> list[str]:
@@ -220,9 +236,7 @@ def model_rows(name: str, args, tile: np.ndarray, out: Path) -> list[str]:
 def cells(row: dict) -> str:
     """The time, PSNR and size cells of a measured row, or its reason for failing."""
     if "error" in row:
-        reason = row["error"]
-        reason = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
-        return f"failed: {reason.replace('|', '/')} | | "
+        return f"failed: {row['error']} | | "
     ms = row["ms"]
     time_cell = f"{statistics.median(ms):,.0f} [{min(ms):,.0f}-{max(ms):,.0f}]"
     if row["psnr"] is None:
