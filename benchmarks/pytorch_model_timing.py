@@ -20,14 +20,15 @@ are not made by ``export_model`` because it refuses a window of at most twice th
 refused), which tiling a larger image needs but one window does not.
 
 Each backend maps the astronaut's LR tile, float32 ``[1, S, S, 3]`` in [0, 1] (S = ``--size``),
-to ``[1, 4S, 4S, 3]``: Keras in a ``tf.function``, the LiteRT interpreter and ONNX Runtime through
-``sr.deploy.Exported``, with as many threads as cores; one warm-up run, then the median, minimum
-and maximum of ``--repeat`` runs, in ms. Beside the time: the PSNR (dB, peak 1) of the backend's
-output against Keras's on that tile (random weights: it shows that the export runs the same
-network, not its quality), and the size of the file (Keras: its ``.weights.h5``). A backend that
-fails (a converter's error) gets the reason in its row and the table goes on.
+to ``[1, 4S, 4S, 3]``: Keras in a ``tf.function`` (TensorFlow's default threads: all cores), the
+LiteRT interpreter and ONNX Runtime through ``sr.deploy.Exported`` on as many threads as cores
+(the process's CPU affinity); one warm-up run, then the median, minimum and maximum of
+``--repeat`` runs, in ms. Beside the time: the PSNR (dB, peak 1) of the backend's output against
+Keras's on that tile (random weights: it shows that the export runs the same network, not its
+quality), and the size of the file (Keras: its ``.weights.h5``). A backend that fails (a
+converter's error) gets the reason in its row and the table goes on.
 
-The header gives the CPU (``lscpu``'s model name), the threads, the date, the load average at the
+The header gives the CPU (``lscpu``'s model name), the cores, the date, the load average at the
 start and the end (run it on a quiet machine), and the TensorFlow, Keras, LiteRT, ONNX Runtime and
 tf2onnx versions. For Qualcomm AI Hub's figure for realesr-general-x4v3 (TFLite, 128 x 128 LR on
 phones' NPUs), ``--size 128`` times the same input size.
@@ -256,7 +257,7 @@ def table(args, out: Path) -> str:
     return "\n".join(
         [
             f"x{SCALE}, RGB, LR {size} x {size} -> SR {SCALE * size} x {SCALE * size}, batch 1, "
-            f"random weights, {args.threads} threads; one warm-up, then the median "
+            f"random weights, {args.threads} cores; one warm-up, then the median "
             f"[min-max] of {args.repeat} runs",
             f"CPU: {cpu_name()}; {started}; load average {load:.1f} at the start, "
             f"{os.getloadavg()[0]:.1f} at the end",
@@ -310,7 +311,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         print(table(args, args.out))
