@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from sr.models.state_dicts.base import StateDictError, conv_in, conv_out, shuffle_order
+from sr.models.state_dicts.base import StateDictError, check_keys, conv_in, conv_out, shuffle_order
 
 SHOWN = 6  # keys named per kind of fault in a message
 
@@ -130,24 +130,10 @@ def check(
         if tuple(s.to_torch(np.zeros(s.variable.shape, np.float32)).shape) != s.shape:
             raise StateDictError(f"{arch}: the Keras variable of {s.key} is not {s.shape}")
     want = {s.key: s.shape for s in slots} | dict(derived or {})
-    missing = [k for k in want if k not in state]
-    extra = [k for k in state if k not in want and k not in optional]
-    wrong = [
-        f"{k} {tuple(np.shape(state[k]))} (expected {want[k]})"
-        for k in want
-        if k in state and tuple(np.shape(state[k])) != want[k]
-    ]
-    faults = [
-        f"{len(keys)} {what}: {', '.join(keys[:SHOWN])}{', ...' if len(keys) > SHOWN else ''}"
-        for what, keys in (("missing", missing), ("extra", extra), ("misshapen", wrong))
-        if keys
-    ]
-    if faults:
-        raise StateDictError(
-            f"the state dict does not fit the {arch} model: {'; '.join(faults)}. "
-            "Use the file the model came from, or one saved by the reference code of the same "
-            "architecture and size"
-        )
+    check_keys(
+        state, want, f"the {arch} model", "Use the file the model came from, or one saved by the "
+        "reference code of the same architecture and size", ignore=optional,
+    )  # fmt: skip
 
 
 def load(
