@@ -89,7 +89,7 @@ def check(cfg, overrides) -> None:
 
 
 def test_the_groups_are_all_there():
-    assert len(COMBINATIONS) == 3 * 7 * 1 * 4 * 2  # data, model, train, loss, optimizer
+    assert len(COMBINATIONS) == 3 * 8 * 1 * 4 * 2  # data, model, train, loss, optimizer
     assert {"l1", "l2", "charbonnier", "realesrgan"} == set(options("loss"))
     assert {"none", "unet_sn"} == set(options("discriminator"))
     assert {"adam", "adamw"} == set(options("optimizer"))

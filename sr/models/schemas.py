@@ -17,6 +17,7 @@ import keras
 from omegaconf import MISSING
 
 from sr.core.schema import bounded
+from sr.models.compact import ACTIVATIONS as COMPACT_ACTIVATIONS
 from sr.models.espcn_mf import ALIGNS, FUSION_INITS
 
 
@@ -100,6 +101,16 @@ class RRDBNetConfig(ModelConfig):
     growth: int = bounded(32, minimum=1, integer=True)  # channels each dense conv adds
 
 
+@dataclass
+class CompactConfig(ModelConfig):
+    """Keys of ``sr.models.build_compact`` (``model=compact``)."""
+
+    features: int = bounded(64, minimum=1, integer=True)  # channels of every body convolution
+    convs: int = bounded(16, minimum=0, integer=True)  # 3x3 convolutions between first and last
+    # after every convolution but the last (the released models: prelu)
+    activation: str = bounded("prelu", choices=COMPACT_ACTIVATIONS)
+
+
 # Each builder's schema, by its ``_target_``; registered as ``base_<name>`` in the model group.
 SCHEMAS = {
     "sr.models.build_espcn": ESPCNConfig,
@@ -108,4 +119,5 @@ SCHEMAS = {
     "sr.models.build_rlfn": RLFNConfig,
     "sr.models.build_span": SPANConfig,
     "sr.models.build_rrdbnet": RRDBNetConfig,
+    "sr.models.build_compact": CompactConfig,
 }

@@ -49,14 +49,31 @@ LAYOUTS = ("rrdbnet", "compact", "span", "edsr", "rlfn", "unet_sn", "vgg19")
 DOC = "docs/pytorch.md"
 
 
-def layouts() -> list[ModuleType]:
-    """The layout modules of :data:`LAYOUTS` present in this package (a module whose file is
-    absent is skipped; one that fails to import raises)."""
-    return [
+def layouts() -> list[Layout]:
+    """The layouts of the modules of :data:`LAYOUTS` present in this package (a module whose
+    file is absent is skipped; one that fails to import raises). A module is its own layout
+    (module-level ``arch``, ``kind``, ``detect``, ``build``, ``load``, ``dump``) or exposes one
+    as ``LAYOUT``."""
+    modules = [
         importlib.import_module(f"{__name__}.{name}")
         for name in LAYOUTS
         if (HERE / f"{name}.py").is_file()
     ]
+    return [getattr(m, "LAYOUT", m) for m in modules]
+
+
+def targets(layout: Layout) -> tuple[str, ...]:
+    """The ``model`` group ``_target_`` builders a layout writes: its ``targets``, or its
+    module's ``TARGET``."""
+    own = getattr(layout, "targets", None)
+    if own:
+        return tuple(own)
+    if isinstance(layout, ModuleType):
+        module = layout
+    else:
+        module = importlib.import_module(type(layout).__module__)
+    target = getattr(module, "TARGET", None)
+    return (target,) if target else ()
 
 
 def supported() -> str:
@@ -71,7 +88,7 @@ def first_keys(state: State, n: int = 6) -> str:
     return ", ".join(shown) + more
 
 
-def detect(state: State, path=None, kind: str | None = None) -> tuple[ModuleType, Found]:
+def detect(state: State, path=None, kind: str | None = None) -> tuple[Layout, Found]:
     """The layout and hyperparameters of ``state``, read from its keys and shapes.
 
     Args:
@@ -80,7 +97,7 @@ def detect(state: State, path=None, kind: str | None = None) -> tuple[ModuleType
         kind: ``generator``, ``discriminator`` or ``features`` to require one; None for any.
 
     Returns:
-        ``(layout module, Found)``.
+        ``(layout, Found)``.
 
     Raises:
         StateDictError: no layout recognises the keys (naming the file, its first keys and
@@ -167,32 +184,32 @@ def load_file(path, kind: str | None = "generator") -> Loaded:
     return Loaded(model, found, file)
 
 
-def found_from_config(model_cfg: dict, scale: int, channels: int) -> tuple[ModuleType, Found]:
+def found_from_config(model_cfg: dict, scale: int, channels: int) -> tuple[Layout, Found]:
     """The layout and :class:`Found` of a run's model (``cfg.model`` as a plain dict, its
     ``data.scale`` and image channels), for writing it as a state dict.
 
-    A layout names the builders it dumps in its ``targets`` attribute (the ``_target_`` of
-    the ``model`` group options it reads and writes).
+    A layout names the builder it dumps in its module's ``TARGET`` (or ``targets``: the
+    ``_target_`` of the ``model`` group options it reads and writes).
 
     Raises:
         StateDictError: no layout writes the model's builder, or the scale is not 4.
     """
     target = model_cfg.get("_target_")
     for layout in layouts():
-        if target in getattr(layout, "targets", ()):
+        if target in targets(layout):
             if scale != 4:
                 raise StateDictError(
                     f"a x{scale} {layout.arch} model is not written as a PyTorch state dict: "
                     "only x4 models are (the reference layouts of other scales differ)"
                 )
             return layout, Found(layout.arch, layout.kind, dict(model_cfg), scale, channels)
-    written = ", ".join(t for m in layouts() for t in getattr(m, "targets", ()))
+    written = ", ".join(t for m in layouts() for t in targets(m))
     raise StateDictError(
         f"no PyTorch layout for the model {target}; written here: {written or 'none'}"
     )
 
 
-def save_file(path, model: keras.Model, layout: ModuleType, found: Found, metadata: dict) -> Path:
+def save_file(path, model: keras.Model, layout: Layout, found: Found, metadata: dict) -> Path:
     """Write ``model`` as the reference state dict of ``layout`` into a ``.safetensors`` file
     (atomically), after checking that the state dict is detected back as ``found``.
 

@@ -16,9 +16,10 @@ moves tensors both ways:
 
 Convolutions: PyTorch ``Conv2d.weight`` is ``[out, in, kh, kw]``, Keras ``Conv2D.kernel`` is
 ``[kh, kw, in, out]`` (``np.transpose(w, (2, 3, 1, 0))``); ``PReLU.weight`` ``[C]`` is Keras's
-``alpha`` ``[1, 1, C]``; ``nn.PixelShuffle(r)`` takes channel ``c r^2 + i r + j`` to sub-pixel
-``(i, j)`` of channel ``c``, as ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``)
-does for NHWC.
+``alpha`` ``[1, 1, C]``. ``nn.PixelShuffle(r)`` takes channel ``c r^2 + i r + j`` to sub-pixel
+``(i, j)`` of image channel ``c``; ``tf.nn.depth_to_space`` (``sr.models.layers.PixelShuffle``)
+takes channel ``(i r + j) C + c`` there. The two agree for C = 1 only: the output channels of
+the conv before a pixel shuffle are permuted both ways (:func:`shuffle_order`).
 """
 
 from __future__ import annotations
@@ -97,3 +98,11 @@ def conv_in(w: np.ndarray) -> np.ndarray:
 def conv_out(k: np.ndarray) -> np.ndarray:
     """A Keras ``Conv2D.kernel`` ``[kh, kw, in, out]`` to PyTorch's ``[out, in, kh, kw]``."""
     return np.ascontiguousarray(np.transpose(np.asarray(k), (3, 2, 0, 1)), dtype=np.float32)
+
+
+def shuffle_order(channels: int, scale: int) -> np.ndarray:
+    """Index array ``order`` with ``keras_channel[k] = pytorch_channel[order[k]]`` for the conv
+    before a pixel shuffle of ``scale`` into ``channels`` image channels (int ``[C s^2]``): Keras
+    channel ``(i s + j) C + c`` is PyTorch channel ``c s^2 + i s + j``. Its inverse is
+    ``np.argsort(order)``."""
+    return np.arange(channels * scale * scale).reshape(channels, scale * scale).T.reshape(-1)
