@@ -34,7 +34,7 @@ def bounded(
     """A dataclass field with its allowed values, read by :func:`check_node`.
 
     Args:
-        default: the default (a list is copied for each instance).
+        default: the default (a list is copied for each instance; a tuple, immutable, is not).
         minimum: the least value (``>=``; ``>`` with ``above``); for a list, of each item.
         maximum: the greatest value (``<=``); for a list, of each item.
         integer: the value (each item) must be an integer.
@@ -47,7 +47,7 @@ def bounded(
         "minimum": minimum, "maximum": maximum, "above": above, "integer": integer,
         "choices": choices, "length": length, "check": check, "nullable": default is None,
     }  # fmt: skip
-    if isinstance(default, (list, tuple)):
+    if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 

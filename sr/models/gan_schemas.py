@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sr.core.schema import bounded
 from sr.core.weightfiles import SUFFIXES
-from sr.models.vgg import LAYERS, WEIGHTS_FILE
+from sr.models.vgg import LAYERS, TORCHVISION_FILE, TORCHVISION_URL, WEIGHTS_FILE
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
 LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
@@ -30,8 +30,10 @@ def _vgg_weights(value) -> str | None:
     if value in ("imagenet", "random") or Path(str(value)).expanduser().is_file():
         return None
     return (
-        f"must be imagenet (Keras's VGG19 weights, fetched once and cached), random (smoke tests "
-        f"only) or the path of a local copy of {WEIGHTS_FILE}; no such file"
+        f"must be the path of torchvision's VGG19 ({TORCHVISION_FILE} or a .safetensors of it, "
+        f"from {TORCHVISION_URL}: the paper's), imagenet (Keras's VGG19 weights, fetched once "
+        f"and cached: not the paper's), random (smoke tests only) or the path of a local copy "
+        f"of {WEIGHTS_FILE}; no such file"
     )
 
 
@@ -70,7 +72,9 @@ class RealESRGANLossConfig:
     _target_: str = "sr.train.gan_loss.RealESRGANLoss"
     l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
     perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1)
-    # VGG19's weights: imagenet (Keras's, fetched and cached), random (smoke tests) or a path
+    # VGG19's weights: a path of torchvision's vgg19-dcbb9e9d.pth or .safetensors (the paper's,
+    # BasicSR's normalisation), imagenet (Keras's Caffe weights, fetched: not the paper's),
+    # random (smoke tests) or a path of Keras's .h5
     vgg_weights: str = bounded("imagenet", check=_vgg_weights)
     # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper
     vgg_layer_weights: list[float] = bounded(LAYER_WEIGHTS, minimum=0, length=len(LAYERS))

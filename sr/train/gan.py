@@ -13,7 +13,11 @@ The update is Real-ESRGAN's ``optimize_parameters`` (``realesrgan/models/realesr
 the generator's step on ``l1_weight L1 + perceptual_weight perceptual + gan_weight BCE(D(SR),
 1)``, then the discriminator's on ``BCE(D(HR), 1) + BCE(D(SR), 0)`` with the same (detached) SR
 and the discriminator's weights before its update; both gradients come from one forward pass
-here, which is the same arithmetic (the generator's step does not change the discriminator).
+here, which is the same arithmetic (the generator's step does not change the discriminator's
+weights). The discriminator is called three times in training mode, in the official order: D(SR)
+for the generator, then D(HR) and D(SR) for itself, so its spectral norm
+(:class:`sr.models.spectral_norm.SpectralNorm`) runs three power iterations per step, each call's
+sigma from its own, as PyTorch's.
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class TermWindow:
-    """Device-side sums of :data:`TERMS` since the host last read them, and their count."""
+    """Device-side sums of the terms ``names`` (default :data:`TERMS`) since the host last read
+    them, and their count."""
 
-    def __init__(self):
-        self.total = tf.Variable(tf.zeros([len(TERMS)]), trainable=False, name="gan_term_sums")
+    def __init__(self, names: tuple[str, ...] = TERMS):
+        self.names = tuple(names)
+        self.total = tf.Variable(tf.zeros([len(names)]), trainable=False, name="gan_term_sums")
         self.count = tf.Variable(0.0, trainable=False, name="gan_term_count")
 
     def add(self, terms: tf.Tensor) -> None:
@@ -65,7 +71,7 @@ class TermWindow:
         total, count = self.total.numpy(), float(self.count.numpy())
         self.total.assign(tf.zeros_like(self.total))
         self.count.assign(0.0)
-        return {k: float(v) / count for k, v in zip(TERMS, total)} if count else None
+        return {k: float(v) / count for k, v in zip(self.names, total)} if count else None
 
 
 class GANStep(TrainStep):
