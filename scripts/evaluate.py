@@ -179,8 +179,9 @@ def load_method(args: argparse.Namespace) -> dict:
                 f"run {run} is a Y-channel model, with no RGB output: --rgb applies to bicubic "
                 "(an RGB run reports RGB PSNR always); drop it"
             )
-        out = Path(args.out) if args.out else source_home(run)
-        tb_dir = source_home(run) / "tb"
+        home = source_home(run)  # the run folder, or outputs/<stem> for a weight file
+        out = Path(args.out) if args.out else home
+        tb_dir = (run if home == run else out) / "tb"
         window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
     label = BICUBIC if model is None else model_label(model)
     return dict(

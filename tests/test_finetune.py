@@ -74,3 +74,25 @@ def test_finetune_from_released_layouts_end_to_end(folders, compose, tmp_path):
     for key, value in state.items():
         if not key.endswith(("weight_u", "weight_v")):  # the power iteration moves those
             np.testing.assert_allclose(after[key], value, atol=1e-5, err_msg=key)
+
+
+def test_a_discriminator_file_that_does_not_fit_is_refused_before_any_work(compose, tmp_path):
+    """discriminator.init_from: a generator file, or a discriminator of other features, named
+    with the key and the file's values."""
+    unet_sn = pytest.importorskip("sr.models.state_dicts.unet_sn")
+    from sr.core.errors import ConfigError
+    from sr.train.pretrained import check_discriminator_file
+
+    model = {"_target_": unet_sn.TARGET, "features": 4, "skip_connection": True}
+    found = Found("unet_sn", "discriminator", model, 1, 3)
+    net_d = write_safetensors(
+        tmp_path / "netD.safetensors", unet_sn.dump(unet_sn.build(found), found), {}
+    )
+    base = ("experiment=finetune_realesrgan_x4plus", "model.blocks=1")
+    with pytest.raises(ConfigError, match="discriminator.features: 64 -> 4"):
+        check_discriminator_file(compose(*base, f"discriminator.init_from={net_d}"))
+    with pytest.raises(ConfigError, match="rrdbnet generator, not a discriminator"):
+        check_discriminator_file(compose(*base, f"discriminator.init_from={RRDBNET}"))
+    ok = check_discriminator_file(compose(*base, "discriminator.features=4",
+                                          f"discriminator.init_from={net_d}"))  # fmt: skip
+    assert ok["arch"] == "unet_sn" and ok["model"]["features"] == 4
