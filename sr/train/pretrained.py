@@ -127,8 +127,9 @@ def _read(path, key: str, kind: str):
         raise ConfigError(f"{key}={path}: {e}") from None
 
 
-def _differences(found: Found, model_cfg, channels: str | None = None, scale=None) -> list[str]:
-    """``key: config's -> file's`` for each hyperparameter of ``found`` the config differs in."""
+def _differences(found: Found, model_cfg, channels: str | None = None, scale=None) -> list:
+    """``(key, config's, file's)`` for each hyperparameter of ``found`` the config differs in
+    (``data.scale`` and ``data.channels`` too when given)."""
     out = []
     for key, value in found.model.items():
         have = OmegaConf.select(model_cfg, key) if model_cfg is not None else None
@@ -188,12 +189,12 @@ def check_discriminator_file(cfg: DictConfig) -> dict | None:
     if not path:
         return None
     file, _, found = _read(path, "discriminator.init_from", "discriminator")
-    differ = _differences(found, cfg.discriminator)
-    channels = 3 if cfg.data.get("channels", "y") == "rgb" else 1
-    if found.channels != channels:
-        differ.append(("channels", channels, found.channels))
+    differ = _differences(found, cfg.discriminator, cfg.data.get("channels", "y"))
     if differ:
-        lines = "; ".join(f"discriminator.{k}: {a!r} -> {b!r}" for k, a, b in differ)
+        lines = "; ".join(
+            f"{k if k.startswith('data.') else 'discriminator.' + k}: {a!r} -> {b!r}"
+            for k, a, b in differ
+        )
         raise ConfigError(
             f"discriminator.init_from={path}: the file is a {describe(found)}, and this run's "
             f"config differs ({lines}); set the discriminator's keys to the file's"
