@@ -153,3 +153,29 @@ def test_missing_extra_and_misshapen_keys_are_named():
     assert "misshapen: conv_last.weight [3, 4, 3, 3] (expected [3, 8, 3, 3])" in text
     for a, b in zip(model.get_weights(), before):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("factor", [2, 3, 4])
+def test_nearest_upsampling_is_repeat_under_xla(factor):
+    """sr.models.layers.UpSampling2D nearest (RRDBNet's upsampler, compact's base), made of
+    depth_to_space so that TFLite converts the conv after it (tests/test_pytorch_files.py
+    exports the imported RRDBNet): PyTorch's nearest interpolate (each pixel repeated) and its
+    gradient, under XLA (train.xla)."""
+    import tensorflow as tf
+
+    from sr.models.layers import UpSampling2D
+
+    layer = UpSampling2D(factor, interpolation="nearest")
+    x = np.random.default_rng(0).uniform(0, 1, (2, 5, 7, 3)).astype(np.float32)
+
+    @tf.function(jit_compile=True)
+    def up_and_grad(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            y = layer(t)
+            total = tf.reduce_sum(y * y)
+        return y, tape.gradient(total, t)
+
+    y, grad = up_and_grad(tf.constant(x))
+    np.testing.assert_array_equal(y.numpy(), np.repeat(np.repeat(x, factor, 1), factor, 2))
+    np.testing.assert_allclose(grad.numpy(), 2 * factor * factor * x, rtol=1e-6)
