@@ -62,9 +62,19 @@ def layouts() -> list[Layout]:
     return [getattr(m, "LAYOUT", m) for m in modules]
 
 
+BUILDERS = {
+    "rrdbnet": "sr.models.build_rrdbnet",
+    "compact": "sr.models.build_compact",
+    "span": "sr.models.build_span",
+    "edsr_baseline": "sr.models.build_edsr",
+    "rlfn": "sr.models.build_rlfn",
+}
+"""The builder (``model._target_``) of each generator layout whose module names none."""
+
+
 def targets(layout: Layout) -> tuple[str, ...]:
-    """The ``model`` group ``_target_`` builders a layout writes: its ``targets``, or its
-    module's ``TARGET``."""
+    """The ``model`` group ``_target_`` builders a layout writes: its ``targets``, its
+    module's ``TARGET``, else its entry in :data:`BUILDERS`."""
     own = getattr(layout, "targets", None)
     if own:
         return tuple(own)
@@ -72,7 +82,7 @@ def targets(layout: Layout) -> tuple[str, ...]:
         module = layout
     else:
         module = importlib.import_module(type(layout).__module__)
-    target = getattr(module, "TARGET", None)
+    target = getattr(module, "TARGET", None) or BUILDERS.get(layout.arch)
     return (target,) if target else ()
 
 
