@@ -56,7 +56,10 @@ def all_pairs(combinations: list[tuple]) -> list[tuple]:
 
 
 PAIRWISE = all_pairs(COMBINATIONS)
-GAN_EXPERIMENTS = {"cpu20_realesrgan", "realesrgan_x4"}  # with a discriminator: its loss only
+GAN_EXPERIMENTS = {  # with a discriminator: its loss only
+    "cpu20_realesrgan", "realesrgan_x4", "finetune_realesrgan_x4plus",
+    "finetune_realesrgan_x4plus_cpu",
+}  # fmt: skip
 EXPERIMENTS = [
     with_discriminator((f"experiment={e}", f"loss={loss}", f"optimizer={opt}"))
     for e in options("experiment")

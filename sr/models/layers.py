@@ -103,13 +103,20 @@ class UpSampling2D(keras.layers.UpSampling2D):
     directly (half-pixel centres, no antialiasing; bicubic is Keys' cubic with a = -0.5), so its
     output is the Keras layer's: ``[B, h, w, C]`` to ``[B, s h, s w, C]``, float32 for every
     interpolation but nearest. Bicubic with equal integer factors is computed by
-    :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel).
+    :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel). Nearest with equal
+    integer factors s is ``depth_to_space`` of s^2 copies of the channels (the same values):
+    Keras's ``repeat`` loses the static shape, and a TFLite converter then fails on the next
+    convolution ("'tf.Conv2D' op is neither a custom op nor a flex op": RRDBNet's upsampler).
     """
 
     def call(self, x):
+        fy, fx = self.size
+        if self.interpolation == "nearest" and self.data_format == "channels_last":
+            if fy == fx and int(fy) == fy:
+                s = int(fy)
+                return tf.nn.depth_to_space(tf.tile(x, [1, 1, 1, s * s]), s)
         if self.interpolation == "nearest" or self.data_format != "channels_last":
             return super().call(x)
-        fy, fx = self.size
         if self.interpolation == "bicubic" and fy == fx and int(fy) == fy:
             return bicubic_upscale_graph(tf.cast(x, tf.float32), int(fy))
         size = tf.shape(x)[1:3] * tf.constant(self.size, dtype=tf.int32)

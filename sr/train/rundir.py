@@ -69,6 +69,7 @@ from sr.train.checkpoint import (
     load_run_config,
     read_best,
 )
+from sr.train.pretrained import check_init_file, is_weight_file
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2
@@ -272,6 +273,9 @@ def check_init_from(cfg: DictConfig) -> None:
         RunDirError: if the run has no config or no checkpoint (naming it), or naming each
             differing key, ``run's value -> new value``.
     """
+    if is_weight_file(cfg.train.init_from):  # a .pth / .safetensors file: sr.train.pretrained
+        check_init_file(cfg)
+        return
     run_dir = Path(cfg.train.init_from)
     differ = config_differences(load_run_config(run_dir), cfg, ARCHITECTURE_KEYS)
     if differ:
