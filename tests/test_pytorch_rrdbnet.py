@@ -150,7 +150,7 @@ def test_missing_extra_and_misshapen_keys_are_named():
         rrdbnet.load(model, bad, found)
     text = str(e.value)
     assert "missing: conv_hr.bias" in text and "extra: body.0.rdb4.conv1.weight" in text
-    assert "misshapen: conv_last.weight [3, 4, 3, 3] (expected [3, 8, 3, 3])" in text
+    assert "misshapen: conv_last.weight (3, 4, 3, 3) (expected (3, 8, 3, 3))" in text
     for a, b in zip(model.get_weights(), before):
         np.testing.assert_array_equal(a, b)
 

@@ -25,7 +25,14 @@ import keras
 import numpy as np
 
 from sr.models.rrdbnet import build_rrdbnet
-from sr.models.state_dicts.base import Found, State, StateDictError, conv_in, conv_out
+from sr.models.state_dicts.base import (
+    Found,
+    State,
+    StateDictError,
+    check_keys,
+    conv_in,
+    conv_out,
+)
 
 arch = "rrdbnet"
 kind = "generator"
@@ -147,25 +154,13 @@ def build(found: Found) -> keras.Model:
 def check(state: State, found: Found) -> None:
     """Raise :class:`StateDictError` naming the missing, extra and misshapen keys of
     ``state`` (in BasicSR's names) against ``found``'s model."""
-    expected = shapes(found)
-    missing = [k for k in expected if k not in state]
-    extra = [k for k in state if k not in expected]
-    wrong = [
-        f"{k} {list(np.shape(state[k]))} (expected {list(v)})"
-        for k, v in expected.items()
-        if k in state and tuple(np.shape(state[k])) != v
-    ]
-    if missing or extra or wrong:
-        parts = [
-            f"{what}: {', '.join(keys[:5])}" + (f" ... ({len(keys)})" if len(keys) > 5 else "")
-            for what, keys in (("missing", missing), ("extra", extra), ("misshapen", wrong))
-            if keys
-        ]
-        raise StateDictError(
-            f"the RRDBNet state dict does not fit {found.model['blocks']} blocks of "
-            f"{found.model['features']} features, growth {found.model['growth']} "
-            f"({'; '.join(parts)}); give the complete file as BasicSR saves it"
-        )
+    m = found.model
+    check_keys(
+        state,
+        shapes(found),
+        f"RRDBNet of {m['blocks']} blocks of {m['features']} features, growth {m['growth']}",
+        "Give the complete file as BasicSR saves it",
+    )
 
 
 def load(model: keras.Model, state: State, found: Found) -> None:
