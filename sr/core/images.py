@@ -91,11 +91,11 @@ def _open(path) -> Image.Image:
 # ------------------------------------------------------------------------------------------------
 # Fast decoders: the same pixels as Pillow, or no answer (then Pillow decodes)
 # ------------------------------------------------------------------------------------------------
-# ``imagecodecs`` (libpng and libjpeg-turbo, one call without the GIL) decodes PNG about 2.3x and
-# JPEG about 1.3x faster than Pillow on 2 AVX2 cores (``benchmarks/bench_decode.py``). It is used
-# only for the layouts where its pixels are Pillow's, bit for bit (``tests/test_decode.py``); any
-# other file, a failure, or a missing package falls back to Pillow, so the decoded data never
-# depend on which packages are installed. ``SR_IMAGE_DECODER=pillow`` turns it off.
+# ``imagecodecs`` (libpng and libjpeg-turbo, one call without the GIL) decodes faster than Pillow
+# (``docs/performance.md``, "Decoding"). It is used only for the layouts where its pixels are
+# Pillow's, bit for bit (``tests/test_decode.py``); any other file, a failure, or a missing
+# package falls back to Pillow, so the decoded data never depend on which packages are installed.
+# ``SR_IMAGE_DECODER=pillow`` turns it off.
 try:
     import imagecodecs as _codecs
 except ImportError:  # optional at run time: Pillow decodes everything
