@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.errors import (
+    ConfigCompositionException,
+    InstantiationException,
+    OverrideParseException,
+)
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
-from sr.core.schema import check_node, composition_error
+from sr.core.schema import check_node, composition_error, override_parse_error
 from sr.data import SOURCES, PatchSource
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import schema_fields
+from sr.models.discriminator import DOWNSAMPLING
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -69,7 +75,8 @@ class TrainConfig:
     ema: float | None = None
     # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
     # train.ema averages where it has them) with a fresh step, optimizer and data position; its
-    # model, data.scale and data.channels must be this run's (not resume=, which continues it)
+    # model, data.scale and data.channels must be this run's (not resume=, which continues it);
+    # RUN/checkpoints/ckpt-N starts from that checkpoint of its rotation
     init_from: str | None = None
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = choice("stop", ("stop", "skip"))
@@ -98,6 +105,9 @@ class TrainConfig:
     # validation PSNR more than this many dB below the best so far, judged as soon as a best
     # exists (a resumed run: its checkpoints/best)
     guard_val_drop: float = 3.0
+    # the GAN stage (discriminator=unet_sn): validation PSNR more than this many dB below the
+    # stage's start (its train.init_from weights); a GAN gives up a dB or two for texture
+    guard_gan_val_drop: float = 5.0
     guard_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this, in (0, 1)
     guard_max_rollbacks: int = 3  # one more divergence stops the run (exit 4)
 
@@ -222,7 +232,8 @@ def validate_train(cfg: DictConfig) -> None:
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
     a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
     (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor``,
-    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` > 0,
+    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` and
+    ``guard_gan_val_drop`` > 0,
     ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
@@ -287,7 +298,8 @@ def _check_guard(t) -> None:
     _number(t, "train", "guard_max_rollbacks", 0, integer=True)
     for key in ("guard_loss_factor", "guard_step_factor", "guard_explode_factor"):
         _number(t, "train", key, 1, integer=False, above=True)
-    _number(t, "train", "guard_val_drop", 0, integer=False, above=True)
+    for key in ("guard_val_drop", "guard_gan_val_drop"):
+        _number(t, "train", key, 0, integer=False, above=True)
     factor = t.guard_lr_factor
     if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1):
         raise ConfigError(
@@ -348,7 +360,10 @@ def validate(cfg: DictConfig) -> None:
     validate_train(cfg)
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
-        check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        try:
+            check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        except ConfigError as e:
+            raise followed_key_error(e, cfg.model, "model") from None
     for group, schema in (("loss", RealESRGANLossConfig), ("discriminator", DiscriminatorConfig)):
         node = cfg.get(group)
         if node is not None and (group != "loss" or node._target_ == schema._target_):
@@ -357,12 +372,30 @@ def validate(cfg: DictConfig) -> None:
     build_degradation(cfg)
 
 
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
+
+
+def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> ConfigError:
+    """``error`` about a key of ``group`` that follows another key by interpolation
+    (``model.frames: ${oc.select:data.frames,1}``) restated for the key the user typed:
+    ``data.frames must be an integer >= 1, got 0 (model.frames follows it)``."""
+    text = str(error)
+    for key, value in OmegaConf.to_container(node, resolve=False).items():
+        source = _FOLLOWS.fullmatch(value) if isinstance(value, str) else None
+        if source and text.startswith(f"{group}.{key} "):
+            rest = text[len(f"{group}.{key}") :]
+            return ConfigError(f"{source[1]}{rest} ({group}.{key} follows it)")
+    return error
+
+
 def check_adversary(cfg: DictConfig) -> None:
-    """A GAN loss needs a discriminator, and a discriminator a GAN loss.
+    """A GAN loss needs a discriminator, and a discriminator a GAN loss and HR patches it can
+    halve three times (``sr.models.discriminator.DOWNSAMPLING``).
 
     Raises:
-        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan``, or
-            ``loss=realesrgan`` (a GAN weight above 0) with ``discriminator=none``.
+        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan`` or with a
+            ``data.patch_size`` that is not a multiple of 8, or ``loss=realesrgan`` (a GAN
+            weight above 0) with ``discriminator=none``.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
     gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
@@ -370,6 +403,16 @@ def check_adversary(cfg: DictConfig) -> None:
         raise ConfigError(
             "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
             "choose discriminator=none)"
+        )
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
+    if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
+        scale = OmegaConf.select(cfg, "data.scale", default=1)
+        step = math.lcm(DOWNSAMPLING, scale if isinstance(scale, int) and scale > 0 else 1)
+        near = sorted({max(step, patch // step * step), -(-patch // step) * step})
+        raise ConfigError(
+            f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
+            f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
+            f"use {' or '.join(map(str, near))}"
         )
     if gan and not has_d and float(cfg.loss.gan_weight) > 0:
         raise ConfigError(
@@ -391,6 +434,8 @@ def load(*overrides: str) -> DictConfig:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
         raise composition_error(e) from e
+    except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
+        raise override_parse_error(e) from e
     validate(cfg)
     return cfg
 

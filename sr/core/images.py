@@ -259,8 +259,29 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
         p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
     )
     if not files:
-        raise ImageFolderError(f"image folder {folder} holds no .png, .jpg or .jpeg file")
+        raise ImageFolderError(
+            f"image folder {folder} holds no .png, .jpg or .jpeg file{_sequence_hint(folder)}"
+        )
     return files
+
+
+def _sequence_hint(folder: Path) -> str:
+    """For a folder without images whose subfolders hold some (a folder of sequences): the
+    options that read it; else ``""``."""
+    subs = [
+        p.name
+        for p in sorted(folder.iterdir())
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and any(q.suffix.lower() in IMAGE_SUFFIXES for q in p.iterdir())
+    ]
+    if not subs:
+        return ""
+    listed = ", ".join(subs[:3]) + (", ..." if len(subs) > 3 else "")
+    return (
+        f", but {len(subs)} subfolder(s) of images ({listed}): a folder of sequences? Score it "
+        "frame by frame with evaluate.py --sequences, or train on it with data=sequence"
+    )
 
 
 def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:

@@ -48,6 +48,9 @@ class DiscriminatorConfig:
     # the guard's collapse rule: a log window whose mean discriminator loss (real + fake terms,
     # 2 ln 2 = 1.39 at balance) is below this means it wins and the generator learns nothing
     collapse_loss: float = bounded(0.05, minimum=0)
+    # the guard's explosion rule: a log window whose mean discriminator loss is above this (72 x
+    # its balance 1.39) means its updates blew up and its GAN term misleads the generator
+    explode_loss: float = bounded(100.0, minimum=0, above=True)
 
 
 @dataclass

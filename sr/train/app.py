@@ -14,7 +14,7 @@ from sr.config import ConfigError, build_source, validate
 from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model, load_model_from_run
+from sr.train.checkpoint import build_model, init_from_choice, init_from_fix, load_model_from_run
 from sr.train.loop import Trainer, setup_precision
 from sr.train.rundir import check_init_from, check_resume
 
@@ -60,7 +60,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     mixed = setup_precision(cfg.train.mixed_precision)
     start = None
     if cfg.train.get("init_from") and not cfg.resume:
-        start = load_model_from_run(cfg.train.init_from)[0]  # best, its averages where saved
+        # best (or the chosen checkpoint), its averages where saved
+        start = load_model_from_run(*init_from_choice(cfg.train.init_from), fix=init_from_fix)[0]
     with strategy.scope():
         model = build_model(cfg)
         if start is not None:
