@@ -231,25 +231,6 @@ def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
     return args.save_lr
 
 
-def check_save_folder(save: str | None) -> None:
-    """``--save DIR`` must be a folder or a path where one can be made, checked before any
-    upscaling.
-
-    Raises:
-        ValueError: naming the file in the way (DIR itself, or a parent of it).
-    """
-    if save is None:
-        return
-    path = Path(save).expanduser()
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        where = "" if existing == path else f" (its parent {existing} is)"
-        raise ValueError(
-            f"--save {save} is a file, not a folder{where}: give a folder (new or existing) "
-            "for the upscaled --real photos"
-        )
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -258,7 +239,6 @@ def main(argv=None) -> int:
             raise ValueError("--lr-dir, --degradation, --real apply to images, not sequences")
         if not (args.folders or args.real) or (args.save and not args.real):
             raise ValueError("give folders of HR images or --real DIR (--save needs --real)")
-        check_save_folder(args.save)
         lr_dirs = lr_folders(args, m["scale"])
         results = evaluate(
             m["model"],

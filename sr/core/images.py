@@ -265,6 +265,25 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
     return files
 
 
+def check_output_folder(folder, option: str) -> None:
+    """``folder`` (given as ``option``) can hold written images: a folder, or a path where one
+    can be made; checked before any work.
+
+    Raises:
+        ValueError: naming the file in the way (``folder`` itself, or a parent of it).
+    """
+    if folder is None:
+        return
+    path = Path(folder).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is)"
+        raise ValueError(
+            f"{option} {folder} is a file, not a folder{where}: give a folder (new or existing) "
+            "for the images it writes"
+        )
+
+
 def _sequence_hint(folder: Path) -> str:
     """For a folder without images whose subfolders hold some (a folder of sequences): the
     options that read it; else ``""``."""
