@@ -13,20 +13,27 @@ of the ``sr`` package), so that default paths work from any working directory.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.errors import (
+    ConfigCompositionException,
+    InstantiationException,
+    OverrideParseException,
+)
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
-from sr.core.schema import bounded, check_node, composition_error
+from sr.core.schema import bounded, check_node, composition_error, override_parse_error
 from sr.data import SOURCES, PatchSource
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import schema_fields
+from sr.models.discriminator import DOWNSAMPLING
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -100,7 +107,8 @@ class TrainConfig:
     ema: float | None = bounded(None, check=_ema)
     # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
     # train.ema averages where it has them) with a fresh step, optimizer and data position; its
-    # model, data.scale and data.channels must be this run's (not resume=, which continues it)
+    # model, data.scale and data.channels must be this run's (not resume=, which continues it);
+    # RUN/checkpoints/ckpt-N starts from that checkpoint of its rotation
     init_from: str | None = None
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = bounded("stop", choices=("stop", "skip"))
@@ -132,6 +140,9 @@ class TrainConfig:
     # validation PSNR more than this many dB below the best so far, judged as soon as a best
     # exists (a resumed run: its checkpoints/best)
     guard_val_drop: float = _positive(3.0)
+    # the GAN stage (discriminator=unet_sn): validation PSNR more than this many dB below the
+    # stage's start (its train.init_from weights); a GAN gives up a dB or two for texture
+    guard_gan_val_drop: float = _positive(5.0)
     # each rollback multiplies the learning rate by this, in (0, 1)
     guard_lr_factor: float = bounded(0.5, check=_guard_lr_factor)
     guard_max_rollbacks: int = _count(3, minimum=0)  # one more divergence stops the run (exit 4)
@@ -271,7 +282,8 @@ def validate_train(cfg: DictConfig) -> None:
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
     a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
     (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor``,
-    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` > 0,
+    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` and
+    ``guard_gan_val_drop`` > 0,
     ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
@@ -330,7 +342,10 @@ def validate(cfg: DictConfig) -> None:
     validate_train(cfg)
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
-        check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        try:
+            check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        except ConfigError as e:
+            raise followed_key_error(e, cfg.model, "model") from None
     if cfg.get("discriminator") is not None:
         check_node(
             OmegaConf.to_container(cfg.discriminator, resolve=True),
@@ -341,12 +356,30 @@ def validate(cfg: DictConfig) -> None:
     build_degradation(cfg)
 
 
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
+
+
+def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> ConfigError:
+    """``error`` about a key of ``group`` that follows another key by interpolation
+    (``model.frames: ${oc.select:data.frames,1}``) restated for the key the user typed:
+    ``data.frames must be an integer >= 1, got 0 (model.frames follows it)``."""
+    text = str(error)
+    for key, value in OmegaConf.to_container(node, resolve=False).items():
+        source = _FOLLOWS.fullmatch(value) if isinstance(value, str) else None
+        if source and text.startswith(f"{group}.{key} "):
+            rest = text[len(f"{group}.{key}") :]
+            return ConfigError(f"{source[1]}{rest} ({group}.{key} follows it)")
+    return error
+
+
 def check_adversary(cfg: DictConfig) -> None:
-    """A GAN loss needs a discriminator, and a discriminator a GAN loss.
+    """A GAN loss needs a discriminator, and a discriminator a GAN loss and HR patches it can
+    halve three times (``sr.models.discriminator.DOWNSAMPLING``).
 
     Raises:
-        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan``, or
-            ``loss=realesrgan`` (a GAN weight above 0) with ``discriminator=none``.
+        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan`` or with a
+            ``data.patch_size`` that is not a multiple of 8, or ``loss=realesrgan`` (a GAN
+            weight above 0) with ``discriminator=none``.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
     gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
@@ -354,6 +387,16 @@ def check_adversary(cfg: DictConfig) -> None:
         raise ConfigError(
             "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
             "choose discriminator=none)"
+        )
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
+    if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
+        scale = OmegaConf.select(cfg, "data.scale", default=1)
+        step = math.lcm(DOWNSAMPLING, scale if isinstance(scale, int) and scale > 0 else 1)
+        near = sorted({max(step, patch // step * step), -(-patch // step) * step})
+        raise ConfigError(
+            f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
+            f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
+            f"use {' or '.join(map(str, near))}"
         )
     if gan and not has_d and float(cfg.loss.gan_weight) > 0:
         raise ConfigError(
@@ -375,6 +418,8 @@ def load(*overrides: str) -> DictConfig:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
         raise composition_error(e) from e
+    except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
+        raise override_parse_error(e) from e
     validate(cfg)
     return cfg
 

@@ -62,6 +62,9 @@ class DiscriminatorConfig:
     collapse_loss: float = bounded(0.05, minimum=0)
     # a PyTorch discriminator to start from (Real-ESRGAN's RealESRGAN_x4plus_netD.pth), or null
     init_from: str | None = bounded(None, check=_weight_file)
+    # the guard's explosion rule: a log window whose mean discriminator loss is above this (72 x
+    # its balance 1.39) means its updates blew up and its GAN term misleads the generator
+    explode_loss: float = bounded(100.0, minimum=0, above=True)
 
 
 @dataclass

@@ -14,9 +14,9 @@ from sr.config import ConfigError, build_source, validate
 from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model
+from sr.train.checkpoint import build_model, init_from_choice, init_from_fix, load_model_from_run
 from sr.train.loop import Trainer, setup_precision
-from sr.train.pretrained import load_model, record_init
+from sr.train.pretrained import is_weight_file, load_model, record_init
 from sr.train.rundir import check_init_from, check_resume
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,11 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     mixed = setup_precision(cfg.train.mixed_precision)
     start = None
     if cfg.train.get("init_from") and not cfg.resume:
-        start = load_model(cfg.train.init_from)[0]  # a run's best (its averages), or a file
+        source = cfg.train.init_from
+        if is_weight_file(source):  # a PyTorch file (sr.train.pretrained)
+            start = load_model(source)[0]
+        else:  # a run's best (or the chosen checkpoint), its averages where saved
+            start = load_model_from_run(*init_from_choice(source), fix=init_from_fix)[0]
     with strategy.scope():
         model = build_model(cfg)
         if start is not None:

@@ -202,10 +202,10 @@ class PixelTraining:
     :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
 
     ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
-    judges the validation PSNR (:attr:`judges_psnr`)."""
+    judges the validation PSNR against the best so far (:attr:`psnr_reference`)."""
 
     best_metric = "psnr"
-    judges_psnr = True
+    psnr_reference = "best"
 
     def checkpoint_parts(self) -> dict:
         """What the part adds to every checkpoint: nothing."""
@@ -224,6 +224,10 @@ class PixelTraining:
 
     def judge(self, step: int) -> str | None:
         """No rule beyond the guard's own: None."""
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """No advice beyond the trainer's (``train.lr``): None."""
         return None
 
     def forget(self) -> None:
