@@ -91,8 +91,9 @@ class TrainConfig:
     max_to_keep: int = _count(3)  # checkpoints kept
     val_images: int = _count(3, minimum=0)  # validation images shown in TensorBoard
     xla: bool = False  # jit_compile the train step
-    # compute dtype, variables float32: bfloat16 on a CPU with AMX or AVX512-BF16, a TPU or a GPU
-    # of compute capability >= 8.0 (else float32, warned); float16 with loss scaling on a GPU
+    # the layers' compute dtype (variables stay float32): bfloat16 on a CPU with AMX or
+    # AVX512-BF16, a TPU or a GPU of compute capability >= 8.0, else float32 with a warning;
+    # float16 (with loss scaling) on a GPU (docs/training.md, "Precision")
     precision: str = bounded("float32", choices=("float32", "bfloat16", "float16"))
     # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
     # run stops when it ends (saved, validated)
