@@ -228,8 +228,9 @@ def test_the_gan_step_under_bfloat16(policy):
 @pytest.mark.slow  # two TensorFlow start-ups in subprocesses
 def test_train_py_in_bfloat16_with_xla_and_mirrored_over_two_logical_cpus(folders, tmp_path):
     """``train.precision=bfloat16`` through ``train.py``: 2 steps with XLA under
-    ``MirroredStrategy`` over 2 logical CPUs, and 2 steps on one device; on a CPU without
-    bfloat16 instructions, the same runs in float32 after one warning."""
+    ``MirroredStrategy`` over 2 logical CPUs, and 2 steps on one device, resumed in float32 for
+    a third; on a CPU without bfloat16 instructions, the same runs in float32 after one
+    warning."""
     base = [
         sys.executable, str(ROOT / "train.py"), "data=generator",
         f"data.hr_dir={folders / 'train'}", "data.val_dir=null", "data.batch_size=4",
@@ -256,3 +257,8 @@ def test_train_py_in_bfloat16_with_xla_and_mirrored_over_two_logical_cpus(folder
         else:
             assert out.count("train.precision=bfloat16: this CPU has no bfloat16") == 1
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in outs[0]
+    # checkpoints hold float32 variables in every precision: a bfloat16 run resumes in float32
+    resume = [*base, f"resume={tmp_path / 'one'}", "train.precision=float32", "train.steps=3"]
+    proc = subprocess.run(resume, capture_output=True, text=True, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "from step 2" in out and "final step 3:" in out, out
