@@ -10,11 +10,12 @@ GAN step with its discriminator for ``cpu20_realesrgan``) are built twice, once 
 ``float32`` policy and once under ``mixed_bfloat16`` (:mod:`sr.train.precision`), from the same
 seed, and fed the same random batch of the recipe's shape (``data.batch_size`` LR patches of
 ``data.patch_size / scale`` pixels, the recipe's channels). After 5 warm-up steps of each, the
-two alternate: one block of ``--steps`` steps of one, then of the other (the order swapped at
-every repetition), ``--repeat`` times, so that the load of a shared machine falls on both alike.
-Each repetition gives a ratio float32 / bfloat16 of its two blocks; the table gives the median
-milliseconds per step of each, the median ratio and its range over the repetitions. The input
-pipeline and the degradation are not included. ``--perceptual`` also times ``cpu20_realesrgan``
+two alternate step by step (each step timed to its loss on the host, the order of a pair swapped
+at every pair), so that the load of a shared machine falls on both alike: ``--repeat``
+repetitions of ``--steps`` pairs. Each repetition gives the ratio float32 / bfloat16 of its
+median steps; the table gives the median milliseconds per step of each over all steps, the
+median ratio over the repetitions and its range. The input pipeline and the degradation are not
+included. ``--perceptual`` also times ``cpu20_realesrgan``
 with the paper's perceptual term (a VGG19 with random weights: the cost is the same).
 
 The figures of docs/performance.md, "bfloat16 training on a CPU", come from this script.
@@ -76,27 +77,33 @@ def make_step(cfg, precision: str):
     return step.train_step, batch
 
 
-def block_ms(step, batch, steps: int) -> float:
-    """Milliseconds per step of ``steps`` steps in a row (the last one's loss read)."""
+def step_ms(step, batch) -> float:
+    """Milliseconds of one step, to its loss on the host."""
     t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step(batch)
-    float(loss)
-    return 1000 * (time.perf_counter() - t0) / steps
+    float(step(batch))
+    return 1000 * (time.perf_counter() - t0)
 
 
 def measure(overrides: tuple[str, ...], repeat: int, steps: int) -> dict:
-    """Interleaved blocks of the two precisions; ``{"float32": [ms], "bfloat16": [ms],
-    "ratio": [float32 / bfloat16 per repetition]}``."""
+    """Steps of the two precisions alternating; ``{"float32": [ms per step], "bfloat16": [...],
+    "ratio": [float32 / bfloat16 of the median steps of each repetition]}``."""
     cfg = compose(*overrides)
     steps_of = {p: make_step(cfg, p) for p in PRECISIONS}
     for step, batch in steps_of.values():
-        block_ms(step, batch, 5)  # tracing, oneDNN's kernel choice
+        for _ in range(5):  # tracing, oneDNN's kernel choice
+            step_ms(step, batch)
     times = {p: [] for p in PRECISIONS}
-    for r in range(repeat):
-        for p in PRECISIONS if r % 2 == 0 else PRECISIONS[::-1]:
-            times[p].append(block_ms(*steps_of[p], steps))
-    times["ratio"] = [a / b for a, b in zip(times["float32"], times["bfloat16"])]
+    times["ratio"] = []
+    for _ in range(repeat):
+        rep = {p: [] for p in PRECISIONS}
+        for i in range(steps):
+            for p in PRECISIONS if i % 2 == 0 else PRECISIONS[::-1]:
+                rep[p].append(step_ms(*steps_of[p]))
+        for p in PRECISIONS:
+            times[p] += rep[p]
+        times["ratio"].append(
+            statistics.median(rep["float32"]) / statistics.median(rep["bfloat16"])
+        )
     return times
 
 
@@ -104,13 +111,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--repeat", type=int, default=9, help="interleaved repetitions")
-    parser.add_argument("--steps", type=int, default=10, help="steps per timed block")
+    parser.add_argument("--steps", type=int, default=10, help="pairs of steps per repetition")
     parser.add_argument("--perceptual", action="store_true", help="also the GAN step + VGG19")
     args = parser.parse_args(argv)
     flags = cpu_flags() or frozenset()
     have = [f for f in CPU_BF16_FLAGS if f in flags]
     print(f"CPU: {platform.processor() or platform.machine()}; bfloat16 flags: {have or 'none'}")
-    print(f"{args.repeat} interleaved repetitions of {args.steps} steps each\n")
+    print(f"{args.repeat} repetitions of {args.steps} alternating pairs of steps\n")
     print("| recipe (model) | float32 ms/step | bfloat16 ms/step | float32 / bfloat16 (range) |")
     print("| --- | ---: | ---: | ---: |")
     runs = [(r, (f"experiment={r}",)) for r in args.recipes]
