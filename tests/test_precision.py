@@ -198,9 +198,10 @@ def gan_parts(policy_name: str, weights=None):
 @pytest.mark.slow  # 19 s on a loaded 2-core CPU
 def test_the_gan_step_under_bfloat16(policy):
     """Real-ESRGAN's GAN step (L1, a VGG perceptual term, the GAN terms) under mixed_bfloat16:
-    the discriminator's spectral norm keeps its float32 ``weight_u`` / ``weight_v`` and computes
-    sigma in float32, the discriminator's logits and every term are float32 and agree with
-    float32's within bfloat16 rounding, and both networks' gradients point the same way."""
+    the discriminator's spectral norm keeps its float32 ``weight_u`` / ``weight_v`` (read
+    without autocasting) and computes its power iteration and sigma in float32, the
+    discriminator's logits and every term are float32 and agree with float32's within bfloat16
+    rounding, and both networks' gradients point the same way."""
     lr, hr = batch(channels=3, side=16)
     reference = gan_parts("float32")
     parts = gan_parts("mixed_bfloat16", [m.get_weights() for m in reference])
@@ -218,6 +219,11 @@ def test_the_gan_step_under_bfloat16(policy):
     assert d.layers[1].compute_dtype == "bfloat16" and d(hr).dtype == tf.float32
     norms = [w for w in d.weights if "weight_u" in w.path or "weight_v" in w.path]
     assert norms and {w.dtype for w in norms} == {"float32"}
+    # the three power iterations of the step (D(SR), D(HR), D(SR)) ran in float32 from the
+    # kernel as bfloat16 reads it: u and v as float32's
+    ref = [w for w in reference[1].weights if "weight_u" in w.path or "weight_v" in w.path]
+    for a, b in zip(norms, ref):
+        assert cosine([a.numpy()], [b.numpy()]) > 0.999, a.path
     (t32, g32, d32), (t16, g16, d16) = got["float32"], got["bfloat16"]
     assert t16.dtype == tf.float32
     # l1, perceptual, gan, d_real_loss, d_fake_loss: within 2 % (the mean logits are near 0)
@@ -262,3 +268,25 @@ def test_train_py_in_bfloat16_with_xla_and_mirrored_over_two_logical_cpus(folder
     proc = subprocess.run(resume, capture_output=True, text=True, env=env, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "from step 2" in out and "final step 3:" in out, out
+
+
+def test_the_spectral_norm_reads_u_and_v_in_float32_under_bfloat16(policy):
+    """Inside a layer's call a mixed policy reads float variables in the compute dtype; the
+    spectral norm's ``weight_u`` and ``weight_v`` are exempt (``autocast=False``), so the power
+    iteration's vectors keep float32 from step to step."""
+    from sr.models.spectral_norm import SpectralNorm
+
+    seen = {}
+
+    class Probe(SpectralNorm):
+        def call(self, inputs, training=None):
+            seen["kernel"] = keras.ops.convert_to_tensor(self.layer.kernel).dtype
+            seen["u"] = keras.ops.convert_to_tensor(self.weight_u).dtype
+            seen["v"] = keras.ops.convert_to_tensor(self.weight_v).dtype
+            return super().call(inputs, training)
+
+    policy("mixed_bfloat16")
+    layer = Probe(keras.layers.Conv2D(4, 3, padding="same"))
+    out = layer(tf.ones((1, 8, 8, 3)), training=True)
+    assert out.dtype == tf.bfloat16 and seen["kernel"] == "bfloat16"  # the policy's reading
+    assert seen["u"] == seen["v"] == "float32"
