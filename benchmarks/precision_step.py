@@ -1,8 +1,8 @@
 """Milliseconds per training step of the cpu20 recipes in float32 and in bfloat16
 (``train.precision``), measured side by side in one process (issue 35, item 7).
 
-    python benchmarks/precision_step.py [--recipes cpu20_realesrnet cpu20_hr_sample ...]
-        [--repeat 9] [--steps 10] [--perceptual]
+    python benchmarks/precision_step.py [--recipes cpu20_realesrnet cpu20_hr_sample
+        cpu20_realesrgan cpu20_realesrgan+vgg] [--repeat 9] [--steps 10]
 
 For each recipe (``conf/experiment/<recipe>.yaml``) the recipe's model, optimizer (its schedule
 and ``train.ema``) and training step (``sr.train.parts.training_part``: the pixel step, or the
@@ -15,8 +15,9 @@ at every pair), so that the load of a shared machine falls on both alike: ``--re
 repetitions of ``--steps`` pairs. Each repetition gives the ratio float32 / bfloat16 of its
 median steps; the table gives the median milliseconds per step of each over all steps, the
 median ratio over the repetitions and its range. The input pipeline and the degradation are not
-included. ``--perceptual`` also times ``cpu20_realesrgan``
-with the paper's perceptual term (a VGG19 with random weights: the cost is the same).
+included. ``cpu20_realesrgan+vgg`` (not in the default list: its steps take seconds) times
+``cpu20_realesrgan`` with the paper's perceptual term (a VGG19 of random weights: the cost is
+torchvision's).
 
 The figures of docs/performance.md, "bfloat16 training on a CPU", come from this script.
 """
@@ -42,15 +43,24 @@ from sr.train.optimizers import make_optimizer  # noqa: E402
 from sr.train.parts import training_part  # noqa: E402
 from sr.train.precision import CPU_BF16_FLAGS, POLICIES, cpu_flags  # noqa: E402
 
-RECIPES = ("cpu20_realesrnet", "cpu20_hr_sample", "cpu20_realesrgan")
-PERCEPTUAL = ("loss.perceptual_weight=1", "loss.vgg_weights=random")
+# what each row trains: a recipe, or the GAN recipe with the paper's perceptual term (a VGG19 of
+# random weights: the same cost as torchvision's)
+RUNS = {
+    "cpu20_realesrnet": ("experiment=cpu20_realesrnet",),
+    "cpu20_hr_sample": ("experiment=cpu20_hr_sample",),
+    "cpu20_realesrgan": ("experiment=cpu20_realesrgan",),
+    "cpu20_realesrgan+vgg": (
+        "experiment=cpu20_realesrgan", "loss.perceptual_weight=1", "loss.vgg_weights=random",
+    ),
+}  # fmt: skip
+DEFAULT = ("cpu20_realesrnet", "cpu20_hr_sample", "cpu20_realesrgan")
 PRECISIONS = ("float32", "bfloat16")
 
 
 def make_step(cfg, precision: str):
-    """The recipe's training step under ``precision``'s policy: ``(step, batch)``, ``step(batch)``
-    a ``tf.function`` of one optimizer update (the run's, as ``sr.train.loop.Trainer`` wires
-    it)."""
+    """The recipe's training step under ``precision``'s policy: ``(step, batch, about)``,
+    ``step(batch)`` a ``tf.function`` of one optimizer update (the run's, as
+    ``sr.train.loop.Trainer`` wires it), ``about`` the model and the batch in words."""
     keras.mixed_precision.set_global_policy(POLICIES[precision])
     try:
         keras.utils.set_random_seed(0)
@@ -74,7 +84,19 @@ def make_step(cfg, precision: str):
         g.uniform((b, hr // scale, hr // scale, channels)),
         g.uniform((b, hr, hr, channels)),
     )
-    return step.train_step, batch
+    about = f"{model.name}, {model.count_params() / 1e6:.2f} M, batch {b} x {hr // scale}^2 LR"
+    return step.train_step, batch, f"{about} x {channels}"
+
+
+def cpu_name() -> str:
+    """The ``model name`` of ``/proc/cpuinfo`` (Linux), else what ``platform`` says."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def step_ms(step, batch) -> float:
@@ -88,12 +110,14 @@ def measure(overrides: tuple[str, ...], repeat: int, steps: int) -> dict:
     """Steps of the two precisions alternating; ``{"float32": [ms per step], "bfloat16": [...],
     "ratio": [float32 / bfloat16 of the median steps of each repetition]}``."""
     cfg = compose(*overrides)
-    steps_of = {p: make_step(cfg, p) for p in PRECISIONS}
+    made = {p: make_step(cfg, p) for p in PRECISIONS}
+    steps_of = {p: m[:2] for p, m in made.items()}
     for step, batch in steps_of.values():
         for _ in range(5):  # tracing, oneDNN's kernel choice
             step_ms(step, batch)
     times = {p: [] for p in PRECISIONS}
     times["ratio"] = []
+    times["model"] = made["float32"][2]
     for _ in range(repeat):
         rep = {p: [] for p in PRECISIONS}
         for i in range(steps):
@@ -109,27 +133,24 @@ def measure(overrides: tuple[str, ...], repeat: int, steps: int) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--recipes", nargs="+", default=list(DEFAULT), choices=list(RUNS))
     parser.add_argument("--repeat", type=int, default=9, help="interleaved repetitions")
     parser.add_argument("--steps", type=int, default=10, help="pairs of steps per repetition")
-    parser.add_argument("--perceptual", action="store_true", help="also the GAN step + VGG19")
     args = parser.parse_args(argv)
     flags = cpu_flags() or frozenset()
     have = [f for f in CPU_BF16_FLAGS if f in flags]
-    print(f"CPU: {platform.processor() or platform.machine()}; bfloat16 flags: {have or 'none'}")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; bfloat16 flags: {have or 'none'}")
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}; {time.strftime('%Y-%m-%d')}")
     print(f"{args.repeat} repetitions of {args.steps} alternating pairs of steps\n")
     print("| recipe (model) | float32 ms/step | bfloat16 ms/step | float32 / bfloat16 (range) |")
     print("| --- | ---: | ---: | ---: |")
-    runs = [(r, (f"experiment={r}",)) for r in args.recipes]
-    if args.perceptual:
-        gan = ("experiment=cpu20_realesrgan", *PERCEPTUAL)
-        runs.append(("cpu20_realesrgan + perceptual", gan))
-    for name, overrides in runs:
-        t = measure(overrides, args.repeat, args.steps)
-        med = {k: statistics.median(v) for k, v in t.items()}
+    for name in args.recipes:
+        t = measure(RUNS[name], args.repeat, args.steps)
+        med = {k: statistics.median(t[k]) for k in (*PRECISIONS, "ratio")}
+        ms = f"{med['float32']:.0f} | {med['bfloat16']:.0f}"
+        spread = f"{min(t['ratio']):.2f}-{max(t['ratio']):.2f}"
         print(
-            f"| {name} | {med['float32']:.0f} | {med['bfloat16']:.0f} | {med['ratio']:.2f}x "
-            f"({min(t['ratio']):.2f}-{max(t['ratio']):.2f}) |",
+            f"| {name} ({t['model']}) | {ms} | {med['ratio']:.2f}x ({spread}) |",
             flush=True,
         )
     return 0
