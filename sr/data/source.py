@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -74,6 +75,9 @@ class DataConfig:
     # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
     # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
     channels: str = "y"
+    # the input pipeline's threads: null, a pool of its own of 1 per 4 cores (at least 1) where no
+    # GPU is visible, else TensorFlow's shared pools; N >= 1: N of its own; 0: the shared pools
+    threads: int | None = None
 
 
 def holdout(files: list[Path], count: int, key: str) -> list[Path]:
@@ -124,6 +128,7 @@ class PatchSource(abc.ABC):
             the training process refuse it.
         lr_from: ``y`` or ``rgb``, the colour order of the Y pairs' LR (``sr.core.degrade``).
         channels: ``y`` (pairs of one channel, Y) or ``rgb`` (three, R, G, B).
+        threads: the input pipeline's threads (:func:`pipeline_threads`).
         degradation: the LR operator (the ``degradation`` group, instantiated): None or
             ``sr.degradations.Bicubic`` for MATLAB bicubic,
             ``sr.degradations.realesrgan.RealESRGAN``
@@ -164,6 +169,7 @@ class PatchSource(abc.ABC):
         channels: str = "y",
         degradation=None,
         val_holdout: int = 0,
+        threads: int | None = None,
     ):
         at_least("scale", scale)
         at_least("batch_size", batch_size)
@@ -183,6 +189,7 @@ class PatchSource(abc.ABC):
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
+        self.threads = None if threads is None else int(at_least("threads", threads, 0))
         if lr_from not in LR_FROM:
             raise ValueError(f"data.lr_from={lr_from!r}: choose one of {', '.join(LR_FROM)}")
         if lr_from == "rgb" and self.lr_dir:
@@ -514,13 +521,31 @@ class PatchSource(abc.ABC):
         return pairs_dataset(self, start, context)
 
 
+def pipeline_threads(threads: int | None) -> int:
+    """The size of the input pipeline's own thread pool (``data.threads``); 0: TensorFlow's
+    shared pools (tf.data's, and the intra-op pool its kernels share with the training step).
+
+    ``None`` chooses: 0 where a GPU is visible (the step runs there); else one thread per four
+    cores, at least one. On a CPU the training step's kernels take every core, and each thread
+    of the pipeline that wakes beside them at every batch delays the handing over of the next
+    batch (``train/data_wait_ms``; measured in ``docs/performance.md``, "Data-wait in the
+    training log"). The batches are the same with any pool.
+    """
+    if threads is not None:
+        return threads
+    if tf.config.list_physical_devices("GPU"):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // 4)
+
+
 def pairs_dataset(
     source: PatchSource, start: int = 0, context: tf.distribute.InputContext | None = None
 ) -> tf.data.Dataset:
     """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
     :meth:`PatchSource.to_pairs` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's
     number (``start``, ``start + 1``, ...) -> (``data.service``: run on tf.data service workers,
-    ``sr.data.service``) -> prefetch.
+    ``sr.data.service``) -> prefetch, on :func:`pipeline_threads` threads.
 
     Args:
         source: a prepared source.
@@ -562,4 +587,6 @@ def pairs_dataset(
         ds = pairs()
     options = tf.data.Options()
     options.deterministic = source.deterministic
+    if threads := pipeline_threads(source.threads):
+        options.threading.private_threadpool_size = threads
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
