@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.errors import (
+    ConfigCompositionException,
+    InstantiationException,
+    OverrideParseException,
+)
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
-from sr.core.schema import check_node, composition_error
+from sr.core.schema import bounded, check_node, composition_error, override_parse_error
 from sr.data import SOURCES, PatchSource
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import schema_fields
+from sr.models.discriminator import DOWNSAMPLING
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -38,75 +44,115 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_SCHEMAS = {f"base_{source.mode}": source.schema for source in SOURCES}
 
 
-def choice(default: str, choices: tuple[str, ...]):
-    """A schema field whose value is one of ``choices``: the one list of its allowed values,
-    read by :func:`validate_train` and by the docs' tables (:data:`TRAIN_CHOICES`)."""
-    return field(default=default, metadata={"choices": choices})
+def _unit_open(value) -> str | None:
+    """Why ``value`` is not a number in (0, 1), or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1:
+        return None
+    return "must be a number in (0, 1)"
+
+
+def _unit_half_open(value) -> str | None:
+    """Why ``value`` is not a number in [0, 1), or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
+        return None
+    return "must be a number in [0, 1)"
+
+
+def _ema(value) -> str | None:
+    """Why ``value`` is not a decay of ``train.ema``, or None."""
+    if _unit_open(value) is None:
+        return None
+    return "must be null (no weight averaging) or a decay in (0, 1) such as 0.999"
+
+
+def _guard_lr_factor(value) -> str | None:
+    """Why ``value`` is not a ``train.guard_lr_factor``, or None."""
+    if _unit_open(value) is None:
+        return None
+    return "must be a number in (0, 1) (each rollback multiplies the learning rate by it)"
+
+
+def _count(default: int, minimum: int = 1):
+    return bounded(default, minimum=minimum, integer=True)
+
+
+def _positive(default):
+    return bounded(default, minimum=0, above=True)
 
 
 @dataclass
 class TrainConfig:
     """Keys of the ``train`` group (schema; defaults written here only)."""
 
-    steps: int = 5000  # training steps (a resumed run continues to this step)
-    lr: float = 1e-3  # initial learning rate
+    steps: int = _count(5000)  # training steps (a resumed run continues to this step)
+    lr: float = _positive(1e-3)  # initial learning rate
     # cosine: to lr / 100 over the steps; step: halve each lr_decay_steps; constant
-    lr_schedule: str = choice("cosine", ("cosine", "step", "constant"))
-    lr_decay_steps: int = 200_000  # step schedule: halve every this many steps
-    lr_warmup_steps: int = 0  # cosine schedule: linear warm-up from 0 over this many steps
-    log_every: int = 100  # timing line and TensorBoard scalars every N steps
-    val_every: int = 1000  # PSNR/SSIM on data.val_dir every N steps (and at the end)
-    ckpt_every: int = 1000  # checkpoint every N steps (and at the end, and on Ctrl-C / SIGTERM)
-    max_to_keep: int = 3  # checkpoints kept
-    val_images: int = 3  # validation images shown in TensorBoard
+    lr_schedule: str = bounded("cosine", choices=("cosine", "step", "constant"))
+    lr_decay_steps: int = _count(200_000)  # step schedule: halve every this many steps
+    # cosine schedule: linear warm-up from 0 over this many steps
+    lr_warmup_steps: int = _count(0, minimum=0)
+    log_every: int = _count(100)  # timing line and TensorBoard scalars every N steps
+    val_every: int = _count(1000)  # PSNR/SSIM on data.val_dir every N steps (and at the end)
+    # checkpoint every N steps (and at the end, and on Ctrl-C / SIGTERM)
+    ckpt_every: int = _count(1000)
+    max_to_keep: int = _count(3)  # checkpoints kept
+    val_images: int = _count(3, minimum=0)  # validation images shown in TensorBoard
     xla: bool = False  # jit_compile the train step
     mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
     # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
     # run stops when it ends (saved, validated)
-    max_minutes: float | None = None
+    max_minutes: float | None = _positive(None)
     # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
     # beside them; evaluate/upscale/export use it when present (--weights live for the others)
-    ema: float | None = None
+    ema: float | None = bounded(None, check=_ema)
     # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
     # train.ema averages where it has them) with a fresh step, optimizer and data position; its
-    # model, data.scale and data.channels must be this run's (not resume=, which continues it)
+    # model, data.scale and data.channels must be this run's (not resume=, which continues it);
+    # RUN/checkpoints/ckpt-N starts from that checkpoint of its rotation
     init_from: str | None = None
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
-    on_nonfinite: str = choice("stop", ("stop", "skip"))
+    on_nonfinite: str = bounded("stop", choices=("stop", "skip"))
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
     # auto: mirrored over 2+ GPUs, else one device; multi_worker: the cluster of TF_CONFIG
-    strategy: str = choice("auto", ("auto", "mirrored", "multi_worker", "one_device"))
+    strategy: str = bounded("auto", choices=("auto", "mirrored", "multi_worker", "one_device"))
     devices: list[str] | None = None  # mirrored / one_device: ["/gpu:0", "/gpu:1"]; null: all
-    logical_cpus: int = 0  # split the CPU into N logical devices (multi-replica without GPUs)
+    # split the CPU into N logical devices (multi-replica without GPUs)
+    logical_cpus: int = _count(0, minimum=0)
     profile_steps: list[int] | None = None  # [START, STOP]: profiler trace into tb/ (chief)
     # multi_worker: how long a worker waits for its peers (TF_CONFIG) before exiting non-zero
-    cluster_timeout_minutes: float = 10.0
+    cluster_timeout_minutes: float = _positive(10.0)
     # clip the gradient to this global L2 norm (all variables together, after the sum over the
     # replicas, on unscaled gradients under mixed precision); null: no clipping
-    clip_norm: float | None = None
+    clip_norm: float | None = _positive(None)
     # divergence guard (docs/training.md): a loss explosion or spike, or a validation collapse,
     # restores the last good checkpoint, scales the learning rate by guard_lr_factor and goes on
     guard: bool = True
     # the loss-spike rules judge from this many steps after the run's own first step (a resumed
     # run: after the step it resumed at): the first steps' loss falls fast and erratically
-    guard_from: int = 1000
-    guard_loss_factor: float = 2.0  # a log window's mean loss above this x the lowest window mean
-    guard_step_factor: float = 5.0  # one step's loss above this x the previous window's mean
+    guard_from: int = _count(1000, minimum=0)
+    # a log window's mean loss above this x the lowest window mean
+    guard_loss_factor: float = bounded(2.0, minimum=1, above=True)
+    # one step's loss above this x the previous window's mean
+    guard_step_factor: float = bounded(5.0, minimum=1, above=True)
     # a log window's mean loss above this x the run's lowest loss (its first step's or a window
     # mean) is an explosion, judged from the first window on, whatever guard_from says
-    guard_explode_factor: float = 100.0
+    guard_explode_factor: float = bounded(100.0, minimum=1, above=True)
     # validation PSNR more than this many dB below the best so far, judged as soon as a best
     # exists (a resumed run: its checkpoints/best)
-    guard_val_drop: float = 3.0
-    guard_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this, in (0, 1)
-    guard_max_rollbacks: int = 3  # one more divergence stops the run (exit 4)
+    guard_val_drop: float = _positive(3.0)
+    # the GAN stage (discriminator=unet_sn): validation PSNR more than this many dB below the
+    # stage's start (its train.init_from weights); a GAN gives up a dB or two for texture
+    guard_gan_val_drop: float = _positive(5.0)
+    # each rollback multiplies the learning rate by this, in (0, 1)
+    guard_lr_factor: float = bounded(0.5, check=_guard_lr_factor)
+    guard_max_rollbacks: int = _count(3, minimum=0)  # one more divergence stops the run (exit 4)
 
 
 # The allowed values of the ``train`` keys that name a choice, from the schema's fields.
 TRAIN_CHOICES = {
     f.name: f.metadata["choices"]
     for f in dataclasses.fields(TrainConfig)
-    if "choices" in f.metadata
+    if f.metadata.get("choices")
 }
 
 
@@ -122,7 +168,7 @@ class LossConfig:
 class CharbonnierConfig(LossConfig):
     """Keys of ``loss=charbonnier``."""
 
-    eps: float = 1e-3  # sqrt(error^2 + eps^2): the smoothing, on [0, 1] pixels (> 0)
+    eps: float = _positive(1e-3)  # sqrt(error^2 + eps^2): the smoothing, on [0, 1] pixels (> 0)
 
 
 @dataclass
@@ -131,15 +177,18 @@ class AdamConfig:
     ``sr.train.optimizers``)."""
 
     _target_: str = MISSING
-    beta_1: float = 0.9  # decay of the first-moment estimate, in [0, 1)
-    beta_2: float = 0.999  # decay of the second-moment estimate, in [0, 1)
+    # decay of the first-moment estimate, in [0, 1)
+    beta_1: float = bounded(0.9, check=_unit_half_open)
+    # decay of the second-moment estimate, in [0, 1)
+    beta_2: float = bounded(0.999, check=_unit_half_open)
 
 
 @dataclass
 class AdamWConfig(AdamConfig):
     """Keys of ``optimizer=adamw``."""
 
-    weight_decay: float = 0.004  # decoupled weight decay per step, times the lr (Keras's default)
+    # decoupled weight decay per step, times the lr (Keras's default)
+    weight_decay: float = bounded(0.004, minimum=0)
 
 
 @dataclass
@@ -164,6 +213,17 @@ LOSS_SCHEMAS = {
     "base_realesrgan_loss": RealESRGANLossConfig,
 }
 OPTIMIZER_SCHEMAS = {"base_adam": AdamConfig, "base_adamw": AdamWConfig}
+# The schema whose bounds check an option's values, by the class the option names (``_target_``).
+GROUP_SCHEMAS = {
+    "optimizer": {
+        "sr.train.optimizers.Adam": AdamConfig,
+        "sr.train.optimizers.AdamW": AdamWConfig,
+    },
+    "loss": {
+        "sr.train.losses.Charbonnier": CharbonnierConfig,
+        RealESRGANLossConfig._target_: RealESRGANLossConfig,
+    },
+}
 MODEL_GROUP_SCHEMAS = {
     f"base_{target.removeprefix('sr.models.build_')}": schema
     for target, schema in MODEL_SCHEMAS.items()
@@ -222,7 +282,8 @@ def validate_train(cfg: DictConfig) -> None:
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
     a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
     (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor``,
-    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` > 0,
+    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` and
+    ``guard_gan_val_drop`` > 0,
     ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
@@ -234,66 +295,12 @@ def validate_train(cfg: DictConfig) -> None:
         ConfigError: for the first value out of range, naming the key, the allowed range or
             values, and the value given (``train.steps must be an integer >= 1, got -5``).
     """
-    t = cfg.train
-    for key, allowed in TRAIN_CHOICES.items():
-        if t[key] not in allowed:
-            raise ConfigError(f"train.{key} must be one of {', '.join(allowed)}, got {t[key]!r}")
-    for key in ("steps", "log_every", "val_every", "ckpt_every", "max_to_keep", "lr_decay_steps"):
-        _number(t, "train", key, 1, integer=True)
-    for key in ("lr_warmup_steps", "val_images"):
-        _number(t, "train", key, 0, integer=True)
-    _number(t, "train", "lr", 0, integer=False, above=True)
-    if t.max_minutes is not None:
-        _number(t, "train", "max_minutes", 0, integer=False, above=True)
-    ema = t.get("ema")
-    if ema is not None and not (
-        isinstance(ema, (int, float)) and not isinstance(ema, bool) and 0 < ema < 1
-    ):
-        raise ConfigError(
-            f"train.ema must be null (no weight averaging) or a decay in (0, 1) such as 0.999, "
-            f"got {ema!r}"
-        )
-    _number(t, "train", "logical_cpus", 0, integer=True)
-    _number(t, "train", "cluster_timeout_minutes", 0, integer=False, above=True)
-    _check_guard(t)
-    _check_devices(t)
-    _check_groups(cfg)
-
-
-def _number(node, group: str, key: str, minimum: float, *, integer: bool, above=False) -> None:
-    """``group.key`` of ``node`` is an integer (or a number) >= ``minimum`` (> with ``above``).
-
-    Raises:
-        ConfigError: naming the key, the bound and the value.
-    """
-    value = node[key]
-    kind = "an integer" if integer else "a number"
-    bound = f"> {minimum}" if above else f">= {minimum}"
-    ok = (
-        isinstance(value, int if integer else (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and (value > minimum if above else value >= minimum)
-    )
-    if not ok:
-        raise ConfigError(f"{group}.{key} must be {kind} {bound}, got {value!r}")
-
-
-def _check_guard(t) -> None:
-    """``train.clip_norm`` and the divergence guard's keys (``train.guard*``)."""
-    if t.clip_norm is not None:
-        _number(t, "train", "clip_norm", 0, integer=False, above=True)
-    _number(t, "train", "guard_from", 0, integer=True)
-    _number(t, "train", "guard_max_rollbacks", 0, integer=True)
-    for key in ("guard_loss_factor", "guard_step_factor", "guard_explode_factor"):
-        _number(t, "train", key, 1, integer=False, above=True)
-    _number(t, "train", "guard_val_drop", 0, integer=False, above=True)
-    factor = t.guard_lr_factor
-    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1):
-        raise ConfigError(
-            f"train.guard_lr_factor must be a number in (0, 1) (each rollback multiplies the "
-            f"learning rate by it), got {factor!r}"
-        )
+    check_node(OmegaConf.to_container(cfg.train, resolve=True), TrainConfig, "train")
+    _check_devices(cfg.train)
+    for group in ("optimizer", "loss"):
+        schema = GROUP_SCHEMAS[group].get(OmegaConf.select(cfg, f"{group}._target_"))
+        if schema is not None:  # a class of one's own checks its own arguments
+            check_node(OmegaConf.to_container(cfg[group], resolve=True), schema, group)
 
 
 def _check_devices(t) -> None:
@@ -321,19 +328,6 @@ def _check_devices(t) -> None:
         )
 
 
-def _check_groups(cfg: DictConfig) -> None:
-    """The ``optimizer.*`` and ``loss.*`` values (their keys: the group option's schema)."""
-    opt, loss = cfg.optimizer, cfg.loss
-    for key in ("beta_1", "beta_2"):
-        value = opt[key]
-        if not (isinstance(value, (int, float)) and 0 <= value < 1):
-            raise ConfigError(f"optimizer.{key} must be a number in [0, 1), got {value!r}")
-    if "weight_decay" in opt:
-        _number(opt, "optimizer", "weight_decay", 0, integer=False)
-    if "eps" in loss:
-        _number(loss, "loss", "eps", 0, integer=False, above=True)
-
-
 def validate(cfg: DictConfig) -> None:
     """Check every value of the composed config that its schema's types cannot, before any data
     or model work: the ``train``, ``loss`` and ``optimizer`` keys (:func:`validate_train`) and
@@ -348,21 +342,44 @@ def validate(cfg: DictConfig) -> None:
     validate_train(cfg)
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
-        check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
-    for group, schema in (("loss", RealESRGANLossConfig), ("discriminator", DiscriminatorConfig)):
-        node = cfg.get(group)
-        if node is not None and (group != "loss" or node._target_ == schema._target_):
-            check_node(OmegaConf.to_container(node, resolve=True), schema, group)
+        try:
+            check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        except ConfigError as e:
+            raise followed_key_error(e, cfg.model, "model") from None
+    if cfg.get("discriminator") is not None:
+        check_node(
+            OmegaConf.to_container(cfg.discriminator, resolve=True),
+            DiscriminatorConfig,
+            "discriminator",
+        )
     check_adversary(cfg)
     build_degradation(cfg)
 
 
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
+
+
+def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> ConfigError:
+    """``error`` about a key of ``group`` that follows another key by interpolation
+    (``model.frames: ${oc.select:data.frames,1}``) restated for the key the user typed:
+    ``data.frames must be an integer >= 1, got 0 (model.frames follows it)``."""
+    text = str(error)
+    for key, value in OmegaConf.to_container(node, resolve=False).items():
+        source = _FOLLOWS.fullmatch(value) if isinstance(value, str) else None
+        if source and text.startswith(f"{group}.{key} "):
+            rest = text[len(f"{group}.{key}") :]
+            return ConfigError(f"{source[1]}{rest} ({group}.{key} follows it)")
+    return error
+
+
 def check_adversary(cfg: DictConfig) -> None:
-    """A GAN loss needs a discriminator, and a discriminator a GAN loss.
+    """A GAN loss needs a discriminator, and a discriminator a GAN loss and HR patches it can
+    halve three times (``sr.models.discriminator.DOWNSAMPLING``).
 
     Raises:
-        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan``, or
-            ``loss=realesrgan`` (a GAN weight above 0) with ``discriminator=none``.
+        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan`` or with a
+            ``data.patch_size`` that is not a multiple of 8, or ``loss=realesrgan`` (a GAN
+            weight above 0) with ``discriminator=none``.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
     gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
@@ -370,6 +387,16 @@ def check_adversary(cfg: DictConfig) -> None:
         raise ConfigError(
             "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
             "choose discriminator=none)"
+        )
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
+    if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
+        scale = OmegaConf.select(cfg, "data.scale", default=1)
+        step = math.lcm(DOWNSAMPLING, scale if isinstance(scale, int) and scale > 0 else 1)
+        near = sorted({max(step, patch // step * step), -(-patch // step) * step})
+        raise ConfigError(
+            f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
+            f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
+            f"use {' or '.join(map(str, near))}"
         )
     if gan and not has_d and float(cfg.loss.gan_weight) > 0:
         raise ConfigError(
@@ -391,6 +418,8 @@ def load(*overrides: str) -> DictConfig:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
         raise composition_error(e) from e
+    except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
+        raise override_parse_error(e) from e
     validate(cfg)
     return cfg
 
@@ -500,11 +529,14 @@ def build_source(cfg: DictConfig) -> PatchSource:
         raise
     loss = cfg.get("loss") or {}
     if getattr(getattr(degradation, "options", None), "gt_usm", False):  # a sharpened target
-        source.plain_target = not all(loss.get(k, True) for k in PLAIN_TARGET_KEYS)
+        adversary = OmegaConf.select(cfg, "discriminator._target_", default=None)
+        keys = PLAIN_TARGET_KEYS if adversary else PLAIN_TARGET_KEYS[:2]  # no D: no GAN term
+        source.plain_target = not all(loss.get(k, True) for k in keys)
     return source
 
 
-# the GAN stage's loss terms that may take the HR as it is rather than the sharpened target
+# the loss=realesrgan terms that may take the HR as it is rather than the sharpened target (the
+# GAN term's only with a discriminator)
 PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
 
 

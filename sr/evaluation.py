@@ -68,7 +68,8 @@ from sr.core.color import gray_of, y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
-from sr.metrics import crop_border, niqe, psnr, ssim
+from sr.metrics import crop_border, psnr, ssim
+from sr.metrics.niqe import niqe
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model

@@ -56,7 +56,10 @@ def all_pairs(combinations: list[tuple]) -> list[tuple]:
 
 
 PAIRWISE = all_pairs(COMBINATIONS)
-GAN_EXPERIMENTS = {"cpu20_realesrgan", "realesrgan_x4"}  # with a discriminator: its loss only
+GAN_EXPERIMENTS = {  # with a discriminator: its loss only
+    "cpu20_realesrgan", "realesrgan_x4", "finetune_realesrgan_x4plus",
+    "finetune_realesrgan_x4plus_cpu",
+}  # fmt: skip
 EXPERIMENTS = [
     with_discriminator((f"experiment={e}", f"loss={loss}", f"optimizer={opt}"))
     for e in options("experiment")
@@ -89,7 +92,7 @@ def check(cfg, overrides) -> None:
 
 
 def test_the_groups_are_all_there():
-    assert len(COMBINATIONS) == 3 * 7 * 1 * 4 * 2  # data, model, train, loss, optimizer
+    assert len(COMBINATIONS) == 3 * 8 * 1 * 4 * 2  # data, model, train, loss, optimizer
     assert {"l1", "l2", "charbonnier", "realesrgan"} == set(options("loss"))
     assert {"none", "unet_sn"} == set(options("discriminator"))
     assert {"adam", "adamw"} == set(options("optimizer"))

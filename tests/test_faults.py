@@ -226,7 +226,7 @@ BAD_TRAIN = [
     ("val_images", "-1", "integer >= 0"),
     ("lr", "-1", "number > 0"),
     ("lr", "0", "number > 0"),
-    ("lr", "nan", "number > 0"),
+    ("lr", "nan", "a finite number"),
     ("max_minutes", "0", "number > 0"),
 ]
 

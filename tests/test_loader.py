@@ -178,15 +178,15 @@ def test_a_key_of_the_other_mode_is_an_error_naming_the_mode(compose, mode, key,
 @pytest.mark.parametrize(
     "mode, override, message",
     [
-        ("tfrecord", "data.num_shards=0", "data.num_shards must be a number >= 1, got 0"),
-        ("tfrecord", "data.stride=0", "data.stride must be a number >= 1"),
-        ("tfrecord", "data.shuffle_buffer=-1", "data.shuffle_buffer must be a number >= 0"),
-        ("generator", "data.pool_size=0", "data.pool_size must be a number >= 1"),
-        ("generator", "data.patches_per_image=0", "data.patches_per_image must be a number >= 1"),
+        ("tfrecord", "data.num_shards=0", "data.num_shards must be an integer >= 1, got 0"),
+        ("tfrecord", "data.stride=0", "data.stride must be an integer >= 1"),
+        ("tfrecord", "data.shuffle_buffer=-1", "data.shuffle_buffer must be an integer >= 0"),
+        ("generator", "data.pool_size=0", "data.pool_size must be an integer >= 1"),
+        ("generator", "data.patches_per_image=0", "data.patches_per_image must be an integer"),
         ("generator", "data.decode_workers=0", "data.decode_workers must be"),
-        ("generator", "data.batch_size=0", "data.batch_size must be a number >= 1"),
-        ("tfrecord", "data.scale=0", "data.scale must be a number >= 1"),
-        ("tfrecord", "data.threads=-1", "data.threads must be a number >= 0, got -1"),
+        ("generator", "data.batch_size=0", "data.batch_size must be an integer >= 1"),
+        ("tfrecord", "data.scale=0", "data.scale must be an integer >= 1"),
+        ("tfrecord", "data.threads=-1", "data.threads must be an integer >= 0, got -1"),
     ],
 )
 def test_values_out_of_range_are_errors_naming_the_key(

@@ -14,12 +14,12 @@ import tensorflow as tf
 from scipy import stats
 from scipy.special import gamma
 
+import sr.metrics.niqe as niqe_module
 from sr.core.color import y_channel
 from sr.core.degrade import bicubic_downscale, bicubic_upscale, quantize
 from sr.core.images import load_image
 from sr.inference import Upscaler
-from sr.metrics import niqe
-from sr.metrics import niqe as niqe_module
+from sr.metrics.niqe import niqe
 from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, SHARED, photo, shared_folder, write_photos
 from tests.fake_run import load_script, make_run, read_scalars

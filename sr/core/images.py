@@ -259,8 +259,48 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
         p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
     )
     if not files:
-        raise ImageFolderError(f"image folder {folder} holds no .png, .jpg or .jpeg file")
+        raise ImageFolderError(
+            f"image folder {folder} holds no .png, .jpg or .jpeg file{_sequence_hint(folder)}"
+        )
     return files
+
+
+def check_output_folder(folder, option: str) -> None:
+    """``folder`` (given as ``option``) can hold written images: a folder, or a path where one
+    can be made; checked before any work.
+
+    Raises:
+        ValueError: naming the file in the way (``folder`` itself, or a parent of it).
+    """
+    if folder is None:
+        return
+    path = Path(folder).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is)"
+        raise ValueError(
+            f"{option} {folder} is a file, not a folder{where}: give a folder (new or existing) "
+            "for the images it writes"
+        )
+
+
+def _sequence_hint(folder: Path) -> str:
+    """For a folder without images whose subfolders hold some (a folder of sequences): the
+    options that read it; else ``""``."""
+    subs = [
+        p.name
+        for p in sorted(folder.iterdir())
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and any(q.suffix.lower() in IMAGE_SUFFIXES for q in p.iterdir())
+    ]
+    if not subs:
+        return ""
+    listed = ", ".join(subs[:3]) + (", ..." if len(subs) > 3 else "")
+    return (
+        f", but {len(subs)} subfolder(s) of images ({listed}): a folder of sequences? Score it "
+        "frame by frame with evaluate.py --sequences, or train on it with data=sequence"
+    )
 
 
 def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:

@@ -34,7 +34,7 @@ def bounded(
     """A dataclass field with its allowed values, read by :func:`check_node`.
 
     Args:
-        default: the default (a list is copied for each instance).
+        default: the default (a list is copied for each instance; a tuple, immutable, is not).
         minimum: the least value (``>=``; ``>`` with ``above``); for a list, of each item.
         maximum: the greatest value (``<=``); for a list, of each item.
         integer: the value (each item) must be an integer.
@@ -47,7 +47,7 @@ def bounded(
         "minimum": minimum, "maximum": maximum, "above": above, "integer": integer,
         "choices": choices, "length": length, "check": check, "nullable": default is None,
     }  # fmt: skip
-    if isinstance(default, (list, tuple)):
+    if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
@@ -135,6 +135,24 @@ def composition_error(e: Exception) -> ConfigError:
     schema = getattr(getattr(cause, "object_type", None), "__name__", None)
     where = f" (key {key}" + (f" of {schema}" if schema else "") + ")" if key else ""
     return ConfigError(f"{head}: {why}{where}")
+
+
+def override_parse_error(e: Exception) -> ConfigError:
+    """Hydra's refusal of an override its grammar cannot read (``OverrideParseException``, e.g.
+    ``LexerNoViableAltException`` for a path with a letter outside ASCII written unquoted) as a
+    :class:`ConfigError` naming the override and how to quote it, for Hydra and the shell."""
+    head = str(e).splitlines()[0] if str(e) else type(e).__name__
+    kind, _, text = head.partition(": ")
+    key, eq, value = text.partition("=")
+    if not (kind.startswith("Lexer") and eq and "'" not in value):
+        return ConfigError(" ".join(str(e).split()))
+    odd = sorted({ch for ch in value if ord(ch) > 127})  # letters outside ASCII: é, ü, 中
+    what = f"the letter(s) {' '.join(odd)} of" if odd else "a character of"
+    return ConfigError(
+        f"{text}: Hydra's override grammar cannot read {what} this value unquoted ({kind}); "
+        f"quote it for Hydra, and that for the shell: \"{key}='{value}'\" "
+        "(docs/troubleshooting.md)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, pl
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from PIL import Image
 from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
+from sr.core.schema import bounded, value_error
 from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
@@ -59,11 +61,12 @@ class DataConfig:
     val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
     # hold out N images of hr_dir (spread over name order) as the validation images, never
     # trained on: a validation set from the training photos (then data.val_dir must be null)
-    val_holdout: int = 0
+    val_holdout: int = bounded(0, minimum=0, integer=True)
     lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
-    batch_size: int = 64  # B, patches per batch
-    patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
-    scale: int = 4  # s
+    batch_size: int = bounded(64, minimum=1, integer=True)  # B, patches per batch
+    # HR patch P in pixels (LR patch is P / scale)
+    patch_size: int = bounded(96, minimum=1, integer=True)
+    scale: int = bounded(4, minimum=1, integer=True)  # s
     flip: bool = True  # random vertical and horizontal flips
     rot90: bool = False  # also random transposes (all 8 rotations and reflections)
     seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
@@ -71,13 +74,13 @@ class DataConfig:
     service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
     # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
     # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
-    lr_from: str = "y"
+    lr_from: str = bounded("y", choices=LR_FROM)
     # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
     # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
     channels: str = "y"
     # the input pipeline's threads: null, a pool of its own of 1 per 4 cores (at least 1) where no
     # GPU is visible, else TensorFlow's shared pools; N >= 1: N of its own; 0: the shared pools
-    threads: int | None = None
+    threads: int | None = bounded(None, minimum=0, integer=True)
 
 
 def holdout(files: list[Path], count: int, key: str) -> list[Path]:
@@ -97,10 +100,19 @@ def holdout(files: list[Path], count: int, key: str) -> list[Path]:
     return [files[int((i + 0.5) * n / count)] for i in range(count)]
 
 
-def at_least(key: str, value, minimum=1):
-    """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
-    if value is None or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"data.{key} must be a number >= {minimum}, got {value!r}")
+def checked(schema, key: str, value):
+    """``value`` of ``data.<key>`` if it is within the bounds that ``schema`` declares for the key
+    (``sr.core.schema.bounded``: the one place of a bound, also checked when the config composes
+    and listed in docs/config.md).
+
+    Raises:
+        ValueError: naming the key, the bound and the value (``data.batch_size must be an
+            integer >= 1, got -4``).
+    """
+    meta = next(f.metadata for f in dataclasses.fields(schema) if f.name == key)
+    why = value_error(value, meta)
+    if why:
+        raise ValueError(f"data.{key} {why}, got {value!r}")
     return value
 
 
@@ -171,9 +183,12 @@ class PatchSource(abc.ABC):
         val_holdout: int = 0,
         threads: int | None = None,
     ):
-        at_least("scale", scale)
-        at_least("batch_size", batch_size)
-        at_least("patch_size", patch_size)
+        for key, value in (
+            ("scale", scale),
+            ("batch_size", batch_size),
+            ("patch_size", patch_size),
+        ):
+            checked(self.schema, key, value)
         if patch_size % scale:
             raise ValueError(
                 f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
@@ -189,9 +204,8 @@ class PatchSource(abc.ABC):
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
-        self.threads = None if threads is None else int(at_least("threads", threads, 0))
-        if lr_from not in LR_FROM:
-            raise ValueError(f"data.lr_from={lr_from!r}: choose one of {', '.join(LR_FROM)}")
+        self.threads = checked(self.schema, "threads", threads)
+        checked(self.schema, "lr_from", lr_from)
         if lr_from == "rgb" and self.lr_dir:
             raise ValueError(
                 f"data.lr_from=rgb makes the LR from the RGB HR, but data.lr_dir={self.lr_dir} "
@@ -215,7 +229,7 @@ class PatchSource(abc.ABC):
             raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
         self.hr_dir = Path(hr_dir).expanduser()
         self.val_dir = Path(val_dir).expanduser() if val_dir else None
-        self.val_holdout = at_least("val_holdout", val_holdout, 0)
+        self.val_holdout = checked(self.schema, "val_holdout", val_holdout)
         if self.val_holdout and self.val_dir:
             raise ValueError(
                 f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
@@ -522,21 +536,14 @@ class PatchSource(abc.ABC):
 
 
 def pipeline_threads(threads: int | None) -> int:
-    """The size of the input pipeline's own thread pool (``data.threads``); 0: TensorFlow's
-    shared pools (tf.data's, and the intra-op pool its kernels share with the training step).
-
-    ``None`` chooses: 0 where a GPU is visible (the step runs there); else one thread per four
-    cores, at least one. On a CPU the training step's kernels take every core, and each thread
-    of the pipeline that wakes beside them at every batch delays the handing over of the next
-    batch (``train/data_wait_ms``; measured in ``docs/performance.md``, "Data-wait in the
-    training log"). The batches are the same with any pool.
-    """
-    if threads is not None:
-        return threads
-    if tf.config.list_physical_devices("GPU"):
-        return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // 4)
+    """The size of the input pipeline's own thread pool (``data.threads``; 0: TensorFlow's shared
+    pools). ``None``: 0 where a GPU is visible, else one thread per four cores, at least one: on a
+    CPU the step's kernels take every core, and pipeline threads waking beside them delay its next
+    batch (``docs/performance.md``, "Data-wait in the training log"). Same batches either way."""
+    if threads is None and not tf.config.list_physical_devices("GPU"):
+        cores = getattr(os, "sched_getaffinity", lambda _: range(os.cpu_count() or 1))(0)
+        return max(1, len(cores) // 4)
+    return threads or 0
 
 
 def pairs_dataset(

@@ -62,6 +62,7 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
+from sr.core.schema import bounded, check_node
 from sr.degradations import interpolate
 from sr.degradations.jpeg import jpeg_batch
 from sr.degradations.kernels import (
@@ -89,6 +90,64 @@ MIN_SIDE = KERNEL_SIZE // 2 + 1
 """Smallest side (pixels) a resize may produce: reflect padding needs more pixels than it adds."""
 
 
+def _pair(value) -> str | None:
+    """Why ``value`` is not ``[low, high]`` with low <= high, or None."""
+    if len(value) != 2 or not value[0] <= value[1]:
+        return "must be [low, high] with low <= high"
+    return None
+
+
+def _positive_range(value) -> str | None:
+    """A ``[low, high]`` range with low > 0 (sigmas, resize factors)."""
+    return _pair(value) or (None if value[0] > 0 else "must have its low end > 0")
+
+
+def _nonnegative_range(value) -> str | None:
+    """A ``[low, high]`` range with low >= 0 (noise)."""
+    return _pair(value) or (None if value[0] >= 0 else "must have its low end >= 0")
+
+
+def _jpeg_range(value) -> str | None:
+    """A ``[low, high]`` range of JPEG qualities in 1..100."""
+    if _pair(value) or not 1 <= value[0] <= value[1] <= 100:
+        return "must be [low, high] JPEG qualities in 1..100"
+    return None
+
+
+def _shape_range(value) -> str | None:
+    """A ``[low, high]`` range of generalized Gaussian or plateau shapes, around 1."""
+    if _pair(value) or not 0 < value[0] <= 1 <= value[1]:
+        return "must be [low, high] with 0 < low <= 1 <= high (half the draws each side of 1)"
+    return None
+
+
+def _probabilities(count: int):
+    def check(value) -> str | None:
+        if len(value) != count or min(value) < 0 or abs(sum(value) - 1) > 1e-6:
+            return f"must be {count} probabilities >= 0 that sum to 1"
+        return None
+
+    return check
+
+
+_kernel_probs = _probabilities(len(KERNEL_TYPES))
+_resize_probs = _probabilities(3)  # up, down, keep
+
+
+def _probability(value) -> str | None:
+    """A probability in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return "must be a probability in [0, 1]"
+    return None
+
+
+def _kernel_sizes(value) -> str | None:
+    """Odd kernel sides in 3..KERNEL_SIZE."""
+    if not value or any(k % 2 == 0 or not 3 <= k <= KERNEL_SIZE for k in value):
+        return f"must be odd sizes in 3..{KERNEL_SIZE}"
+    return None
+
+
 @dataclass(frozen=True)
 class Params:
     """The parameters of :class:`RealESRGAN`, named as in Real-ESRGAN's configuration (the
@@ -100,35 +159,59 @@ class Params:
     """
 
     # blur kernel sides (odd, <= 21), drawn uniformly
-    kernel_sizes: tuple = (7, 9, 11, 13, 15, 17, 19, 21)
+    kernel_sizes: tuple = bounded((7, 9, 11, 13, 15, 17, 19, 21), check=_kernel_sizes)
     # first blur's family: iso, aniso, generalized iso, aniso, plateau iso, aniso
-    kernel_prob: tuple = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
-    sinc_prob: float = 0.1  # first blur: a sinc kernel instead
-    blur_sigma: tuple = (0.2, 3.0)  # first blur's Gaussian sigmas (pixels)
-    betag_range: tuple = (0.5, 4.0)  # generalized Gaussian shape beta
-    betap_range: tuple = (1.0, 2.0)  # plateau shape beta
-    resize_prob: tuple = (0.2, 0.7, 0.1)  # first resize: up, down, keep
-    resize_range: tuple = (0.15, 1.5)  # first resize factor
-    gaussian_noise_prob: float = 0.5  # first noise: Gaussian, else Poisson
-    noise_range: tuple = (1.0, 30.0)  # Gaussian noise sigma on 0..255
-    poisson_scale_range: tuple = (0.05, 3.0)  # Poisson noise scale
-    gray_noise_prob: float = 0.4  # one noise plane for all channels
-    jpeg_range: tuple = (30.0, 95.0)  # first JPEG quality
-    second_blur_prob: float = 0.8  # the second stage blurs with this probability
+    kernel_prob: tuple = bounded((0.45, 0.25, 0.12, 0.03, 0.12, 0.03), check=_kernel_probs)
+    # first blur: a sinc kernel instead
+    sinc_prob: float = bounded(0.1, check=_probability)
+    # first blur's Gaussian sigmas (pixels)
+    blur_sigma: tuple = bounded((0.2, 3.0), check=_positive_range)
+    # generalized Gaussian shape beta
+    betag_range: tuple = bounded((0.5, 4.0), check=_shape_range)
+    # plateau shape beta
+    betap_range: tuple = bounded((1.0, 2.0), check=_shape_range)
+    # first resize: up, down, keep
+    resize_prob: tuple = bounded((0.2, 0.7, 0.1), check=_resize_probs)
+    # first resize factor
+    resize_range: tuple = bounded((0.15, 1.5), check=_positive_range)
+    # first noise: Gaussian, else Poisson
+    gaussian_noise_prob: float = bounded(0.5, check=_probability)
+    # Gaussian noise sigma on 0..255
+    noise_range: tuple = bounded((1.0, 30.0), check=_nonnegative_range)
+    # Poisson noise scale
+    poisson_scale_range: tuple = bounded((0.05, 3.0), check=_nonnegative_range)
+    # one noise plane for all channels
+    gray_noise_prob: float = bounded(0.4, check=_probability)
+    # first JPEG quality
+    jpeg_range: tuple = bounded((30.0, 95.0), check=_jpeg_range)
+    # the second stage blurs with this probability
+    second_blur_prob: float = bounded(0.8, check=_probability)
     # second stage: blur's family, as kernel_prob
-    kernel_prob2: tuple = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
-    sinc_prob2: float = 0.1  # second stage: a sinc kernel instead
-    blur_sigma2: tuple = (0.2, 1.5)  # second stage: Gaussian sigmas (pixels)
-    betag_range2: tuple = (0.5, 4.0)  # second stage: generalized Gaussian shape beta
-    betap_range2: tuple = (1.0, 2.0)  # second stage: plateau shape beta
-    resize_prob2: tuple = (0.3, 0.4, 0.3)  # second resize: up, down, keep
-    resize_range2: tuple = (0.3, 1.2)  # second resize factor
-    gaussian_noise_prob2: float = 0.5  # second noise: Gaussian, else Poisson
-    noise_range2: tuple = (1.0, 25.0)  # second stage: Gaussian noise sigma on 0..255
-    poisson_scale_range2: tuple = (0.05, 2.5)  # second stage: Poisson noise scale
-    gray_noise_prob2: float = 0.4  # second stage: one noise plane for all channels
-    jpeg_range2: tuple = (30.0, 95.0)  # second JPEG quality
-    final_sinc_prob: float = 0.8  # the final sinc filter, else none
+    kernel_prob2: tuple = bounded((0.45, 0.25, 0.12, 0.03, 0.12, 0.03), check=_kernel_probs)
+    # second stage: a sinc kernel instead
+    sinc_prob2: float = bounded(0.1, check=_probability)
+    # second stage: Gaussian sigmas (pixels)
+    blur_sigma2: tuple = bounded((0.2, 1.5), check=_positive_range)
+    # second stage: generalized Gaussian shape beta
+    betag_range2: tuple = bounded((0.5, 4.0), check=_shape_range)
+    # second stage: plateau shape beta
+    betap_range2: tuple = bounded((1.0, 2.0), check=_shape_range)
+    # second resize: up, down, keep
+    resize_prob2: tuple = bounded((0.3, 0.4, 0.3), check=_resize_probs)
+    # second resize factor
+    resize_range2: tuple = bounded((0.3, 1.2), check=_positive_range)
+    # second noise: Gaussian, else Poisson
+    gaussian_noise_prob2: float = bounded(0.5, check=_probability)
+    # second stage: Gaussian noise sigma on 0..255
+    noise_range2: tuple = bounded((1.0, 25.0), check=_nonnegative_range)
+    # second stage: Poisson noise scale
+    poisson_scale_range2: tuple = bounded((0.05, 2.5), check=_nonnegative_range)
+    # second stage: one noise plane for all channels
+    gray_noise_prob2: float = bounded(0.4, check=_probability)
+    # second JPEG quality
+    jpeg_range2: tuple = bounded((30.0, 95.0), check=_jpeg_range)
+    # the final sinc filter, else none
+    final_sinc_prob: float = bounded(0.8, check=_probability)
 
     def stage(self, n: int) -> dict:
         """The keys of stage ``n`` (1 or 2) without their suffix: ``{"kernel_prob": ..., ...}``."""
@@ -137,50 +220,19 @@ class Params:
         return {k[: len(k) - len(suffix)]: getattr(self, k) for k in names if k.endswith(suffix)}
 
 
-def _check_params(p: Params) -> None:
-    """Raise ConfigError naming ``degradation.<key>`` for a value out of range."""
-
-    def bad(key, why):
-        raise ConfigError(f"degradation.{key}={getattr(p, key)!r}: {why}")
-
-    for f in fields(p):
-        v = getattr(p, f.name)
-        if f.name.endswith(("range", "range2", "sigma", "sigma2")):
-            if len(v) != 2 or not v[0] <= v[1]:
-                bad(f.name, "give [low, high] with low <= high")
-        elif f.name.startswith(("kernel_prob", "resize_prob")):
-            want = len(KERNEL_TYPES) if f.name.startswith("kernel") else 3
-            if len(v) != want or min(v) < 0 or abs(sum(v) - 1) > 1e-6:
-                bad(f.name, f"give {want} probabilities >= 0 that sum to 1")
-        elif f.name.endswith(("prob", "prob2")) and not 0 <= v <= 1:
-            bad(f.name, "a probability must be in [0, 1]")
-    if not p.kernel_sizes or any(k % 2 == 0 or not 3 <= k <= KERNEL_SIZE for k in p.kernel_sizes):
-        bad("kernel_sizes", f"give odd sizes in 3..{KERNEL_SIZE}")
-    for key in ("blur_sigma", "blur_sigma2", "resize_range", "resize_range2"):
-        if getattr(p, key)[0] <= 0:
-            bad(key, "the low end must be > 0")
-    for key in ("noise_range", "noise_range2", "poisson_scale_range", "poisson_scale_range2"):
-        if getattr(p, key)[0] < 0:
-            bad(key, "the low end must be >= 0")
-    for key in ("jpeg_range", "jpeg_range2"):
-        if not 1 <= getattr(p, key)[0] <= getattr(p, key)[1] <= 100:
-            bad(key, "JPEG qualities must be in 1..100")
-    for key in ("betag_range", "betag_range2", "betap_range", "betap_range2"):
-        if not 0 < getattr(p, key)[0] <= 1 <= getattr(p, key)[1]:
-            bad(key, "give [low, high] with 0 < low <= 1 <= high (half the draws each side of 1)")
-
-
 @dataclass(frozen=True)
 class Options:
     """How :class:`RealESRGAN` runs, beside its :class:`Params`."""
 
-    gt_usm: bool = True  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
+    gt_usm: bool = bounded(
+        True, choices=(True, False)
+    )  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
     # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
-    device: str = field(default="input", metadata={"choices": DEVICES})
+    device: str = bounded("input", choices=DEVICES)
     # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.degradations.jpeg,
     # any
     # device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
-    jpeg: str = field(default="auto", metadata={"choices": JPEGS})
+    jpeg: str = bounded("auto", choices=JPEGS)
 
 
 def schema_fields() -> list[tuple]:
@@ -191,24 +243,19 @@ def schema_fields() -> list[tuple]:
     out = []
     for f in (*fields(Params), *fields(Options)):
         if isinstance(f.default, bool | str):
-            out.append((f.name, type(f.default), field(default=f.default)))
+            out.append((f.name, type(f.default), field(default=f.default, metadata=f.metadata)))
         elif isinstance(f.default, tuple):
             kind = list[int] if all(isinstance(v, int) for v in f.default) else list[float]
-            out.append((f.name, kind, field(default_factory=lambda d=f.default: list(d))))
-        else:
-            out.append((f.name, float, field(default=f.default)))
-    return out
-
-
-def _check_options(o: Options) -> None:
-    """Raise ConfigError naming ``degradation.<key>`` for a bad option."""
-    if not isinstance(o.gt_usm, bool):
-        raise ConfigError(f"degradation.gt_usm={o.gt_usm!r}: give true or false")
-    for key, choices in (("device", DEVICES), ("jpeg", JPEGS)):
-        if getattr(o, key) not in choices:
-            raise ConfigError(
-                f"degradation.{key}={getattr(o, key)!r}: give one of {', '.join(choices)}"
+            out.append(
+                (
+                    f.name,
+                    kind,
+                    field(default_factory=lambda d=f.default: list(d), metadata=f.metadata),
+                )
             )
+        else:
+            out.append((f.name, float, field(default=f.default, metadata=f.metadata)))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -439,11 +486,11 @@ class RealESRGAN:
                 f"degradation.{sorted(unknown)[0]} is not a key of degradation=realesrgan: "
                 f"remove it (keys: {', '.join(sorted(known))})"
             )
+        for schema in (Options, Params):  # the bounds declared beside each field
+            check_node({k: params[k] for k in params if k not in unknown}, schema, "degradation")
         self.options = Options(**{k: v for k, v in params.items() if k in options})
-        _check_options(self.options)
         self.params = Params(**{k: tuple(v) if isinstance(v, list | tuple) else v
                                 for k, v in params.items() if k not in options})  # fmt: skip
-        _check_params(self.params)
 
     @property
     def device(self) -> str:

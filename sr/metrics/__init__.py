@@ -2,9 +2,9 @@
 of the Y channel (or RGB) with ``scale`` pixels of border cropped (``psnr_ssim``: MATLAB's
 ``psnr`` and Wang et al.'s SSIM, 11 x 11 Gaussian window, sigma 1.5), and NIQE, the no-reference
 quality of Mittal et al. 2013 as MATLAB computes it (``niqe``, with its pristine model
-``niqe_pris_params.npz``). NumPy on 8-bit images; imports only ``sr.core``."""
+``niqe_pris_params.npz``: ``from sr.metrics.niqe import niqe``). NumPy on 8-bit images;
+imports only ``sr.core``."""
 
-from sr.metrics.niqe import niqe
 from sr.metrics.psnr_ssim import crop_border, psnr, ssim
 
-__all__ = ["crop_border", "niqe", "psnr", "ssim"]
+__all__ = ["crop_border", "psnr", "ssim"]

@@ -2,6 +2,7 @@
 ``[B, scale h, scale w, C]`` for any h and w; multi-frame models (``build_espcn_mf``) take a
 window of k frames, ``[B, k, h, w, C]``, and return the SR of its target frame."""
 
+from sr.models.compact import build_compact
 from sr.models.edsr import build_edsr
 from sr.models.espcn import build_espcn
 from sr.models.espcn_mf import build_espcn_mf
@@ -12,6 +13,7 @@ from sr.models.span import build_span
 
 __all__ = [
     "PixelShuffle",
+    "build_compact",
     "build_edsr",
     "build_espcn",
     "build_espcn_mf",

@@ -10,17 +10,15 @@ after every conv but the last. Every conv but the first and the last is spectral
 (Miyato et al., "Spectral Normalization for Generative Adversarial Networks", ICLR 2018) and has
 no bias, as the reference.
 
-Spectral normalisation is ``keras.layers.SpectralNormalization`` (one power iteration per
-training call, as PyTorch's ``spectral_norm``). It differs from PyTorch's in one way: Keras
-overwrites the wrapped conv's kernel with ``W / sigma`` at each training call, and the gradient
-then treats that kernel as the weight (PyTorch keeps ``W`` and differentiates through
-``W / sigma``). Inference calls use the kernel as last normalised. The power iteration's vector
-``u`` is a non-trainable weight (a buffer in PyTorch, not counted as a parameter there either).
-Where PyTorch starts ``u`` at random, so that the first steps' sigma is underestimated (by 20 to
-30 % for these kernels at initialisation: their kernels are then 1.2 to 1.3 times too large),
-:func:`build_unet_discriminator` starts it at each kernel's top right-singular vector (found at
-build): the first training call's sigma is then the kernel's spectral norm, and each later call
-refines ``u`` by one power iteration from the last, as PyTorch.
+Spectral normalisation is :class:`sr.models.spectral_norm.SpectralNorm`, PyTorch's
+``spectral_norm``: the conv's kernel is ``weight_orig``, the trained variable; each call
+convolves with ``weight_orig / sigma``, the gradient flowing through sigma; each training call
+first runs one power iteration (``weight_u``, ``weight_v``: non-trainable, PyTorch's buffers,
+not counted as parameters there either), and inference calls none. The layers are named as the
+reference's attributes (``conv0`` .. ``conv9``), and initialised as PyTorch's ``nn.Conv2d``
+(kernel and bias uniform in +-1/sqrt(fan_in); u and v normalised normal draws), since the
+reference applies no init of its own. ``sr.models.state_dicts.unet_sn`` reads and writes the
+reference's state dict.
 
 Parameters with F = 64 on RGB: 4,376,897, as the reference (``tests/test_discriminator.py``).
 """
@@ -28,42 +26,32 @@ Parameters with F = 64 on RGB: 4,376,897, as the reference (``tests/test_discrim
 from __future__ import annotations
 
 import keras
-import numpy as np
 
 from sr.models.layers import LeakyReLU, UpSampling2D, float32_output
+from sr.models.spectral_norm import SpectralNorm
 
 SLOPE = 0.2  # leaky ReLU's negative slope (reference)
-DOWNSAMPLING = 8  # the three stride-2 convs: H and W must be multiples of this
+DOWNSAMPLING = 8  # the three stride-2 convs: H and W must be multiples of this (sr.config)
 
 
-def _sn_conv(filters: int, kernel: int, strides: int = 1):
-    """A spectrally normalised conv without bias, 'same' padding (for a 4x4 stride-2 conv on an
-    even size: one pixel each side, as the reference's ``padding=1``)."""
-    conv = keras.layers.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False)
-    return keras.layers.SpectralNormalization(conv, power_iterations=1)
+def torch_conv(filters: int, kernel: int, fan_in: int, strides: int = 1, bias: bool = True,
+               name: str | None = None) -> keras.layers.Conv2D:  # fmt: skip
+    """A 'same'-padded conv initialised as PyTorch's ``nn.Conv2d`` (``kaiming_uniform_(a=
+    sqrt(5))``: kernel and bias uniform in +-1/sqrt(fan_in), ``fan_in = C_in k^2``). For a 4x4
+    stride-2 conv on an even size, 'same' pads one pixel each side, as the reference's
+    ``padding=1``."""
+    bound = fan_in**-0.5
+    return keras.layers.Conv2D(
+        filters, kernel, strides=strides, padding="same", use_bias=bias, name=name,
+        kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"),
+        bias_initializer=keras.initializers.RandomUniform(-bound, bound),
+    )  # fmt: skip
 
 
-def top_singular_vector(matrix: np.ndarray, squarings: int = 10) -> np.ndarray:
-    """Unit top right-singular vector ``[n]`` of ``matrix`` ``[m, n]`` (float64): the power
-    method on ``M = A^T A`` by repeated squaring (``M^(2^squarings)``, renormalised each time,
-    whose columns all lie along that vector: a thousand power iterations for ten ``n x n``
-    products, much cheaper than an SVD of the largest kernels here)."""
-    m = matrix.T.astype(np.float64) @ matrix.astype(np.float64)
-    for _ in range(squarings):
-        m = m @ m
-        m /= np.abs(m).max()
-    column = m[:, np.argmax(np.linalg.norm(m, axis=0))]
-    return column / np.linalg.norm(column)
-
-
-def start_power_iteration(layer: keras.layers.SpectralNormalization) -> None:
-    """Set the power iteration's vector ``u`` (``[1, C_out]``) of a built spectral-norm layer to
-    the top right-singular vector of its kernel reshaped to ``[k k C_in, C_out]``, so that its
-    next training call divides the kernel by its spectral norm."""
-    kernel = keras.ops.convert_to_numpy(layer.layer.kernel)
-    top = top_singular_vector(kernel.reshape(-1, kernel.shape[-1]))
-    (u,) = layer.non_trainable_weights
-    u.assign(top.reshape(u.shape).astype(u.dtype))
+def _sn_conv(filters: int, kernel: int, c_in: int, name: str, strides: int = 1) -> SpectralNorm:
+    """A spectrally normalised conv without bias, named as the reference's attribute."""
+    conv = torch_conv(filters, kernel, c_in * kernel * kernel, strides, bias=False)
+    return SpectralNorm(conv, name=name)
 
 
 def _act(x):
@@ -94,21 +82,18 @@ def build_unet_discriminator(
         raise ValueError(f"channels and features must be >= 1, got {channels} and {features}")
     f = features
     image = keras.Input(shape=(None, None, channels), name="image")
-    x0 = _act(keras.layers.Conv2D(f, 3, padding="same")(image))
-    x1 = _act(_sn_conv(2 * f, 4, strides=2)(x0))
-    x2 = _act(_sn_conv(4 * f, 4, strides=2)(x1))
-    x3 = _act(_sn_conv(8 * f, 4, strides=2)(x2))
-    x = x3
-    for skip, filters in ((x2, 4 * f), (x1, 2 * f), (x0, f)):
+    x0 = _act(torch_conv(f, 3, channels * 9, name="conv0")(image))
+    x1 = _act(_sn_conv(2 * f, 4, f, "conv1", strides=2)(x0))
+    x2 = _act(_sn_conv(4 * f, 4, 2 * f, "conv2", strides=2)(x1))
+    x3 = _act(_sn_conv(8 * f, 4, 4 * f, "conv3", strides=2)(x2))
+    x, c_in = x3, 8 * f
+    for i, (skip, filters) in enumerate(((x2, 4 * f), (x1, 2 * f), (x0, f)), start=4):
         x = UpSampling2D(2, interpolation="bilinear")(x)
-        x = _act(_sn_conv(filters, 3)(x))
+        x = _act(_sn_conv(filters, 3, c_in, f"conv{i}")(x))
+        c_in = filters
         if skip_connection:
             x = keras.layers.Add()([x, skip])
-    x = _act(_sn_conv(f, 3)(x))
-    x = _act(_sn_conv(f, 3)(x))
-    logits = keras.layers.Conv2D(1, 3, padding="same")(x)
-    model = keras.Model(image, float32_output(logits), name="unet_discriminator_sn")
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.SpectralNormalization):
-            start_power_iteration(layer)
-    return model
+    x = _act(_sn_conv(f, 3, f, "conv7")(x))
+    x = _act(_sn_conv(f, 3, f, "conv8")(x))
+    logits = torch_conv(1, 3, f * 9, name="conv9")(x)
+    return keras.Model(image, float32_output(logits), name="unet_discriminator_sn")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sr.core.schema import bounded
-from sr.models.vgg import LAYERS, WEIGHTS_FILE
+from sr.core.weightfiles import SUFFIXES
+from sr.models.vgg import LAYERS, TORCHVISION_FILE, TORCHVISION_URL, WEIGHTS_FILE
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
 LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
@@ -29,9 +30,20 @@ def _vgg_weights(value) -> str | None:
     if value in ("imagenet", "random") or Path(str(value)).expanduser().is_file():
         return None
     return (
-        f"must be imagenet (Keras's VGG19 weights, fetched once and cached), random (smoke tests "
-        f"only) or the path of a local copy of {WEIGHTS_FILE}; no such file"
+        f"must be the path of torchvision's VGG19 ({TORCHVISION_FILE} or a .safetensors of it, "
+        f"from {TORCHVISION_URL}: the paper's), imagenet (Keras's VGG19 weights, fetched once "
+        f"and cached: not the paper's), random (smoke tests only) or the path of a local copy "
+        f"of {WEIGHTS_FILE}; no such file"
     )
+
+
+def _weight_file(value) -> str | None:
+    """Why ``value`` is not a discriminator weight file: a ``.pth`` / ``.safetensors`` file that
+    exists (its tensors are read and matched at start-up, ``sr.train.pretrained``)."""
+    path = Path(str(value)).expanduser()
+    if path.suffix.lower() in SUFFIXES and path.is_file():
+        return None
+    return f"must be null or an existing PyTorch weight file ({', '.join(SUFFIXES)})"
 
 
 @dataclass
@@ -48,6 +60,11 @@ class DiscriminatorConfig:
     # the guard's collapse rule: a log window whose mean discriminator loss (real + fake terms,
     # 2 ln 2 = 1.39 at balance) is below this means it wins and the generator learns nothing
     collapse_loss: float = bounded(0.05, minimum=0)
+    # a PyTorch discriminator to start from (Real-ESRGAN's RealESRGAN_x4plus_netD.pth), or null
+    init_from: str | None = bounded(None, check=_weight_file)
+    # the guard's explosion rule: a log window whose mean discriminator loss is above this (72 x
+    # its balance 1.39) means its updates blew up and its GAN term misleads the generator
+    explode_loss: float = bounded(100.0, minimum=0, above=True)
 
 
 @dataclass
@@ -58,7 +75,9 @@ class RealESRGANLossConfig:
     _target_: str = "sr.train.gan_loss.RealESRGANLoss"
     l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
     perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1)
-    # VGG19's weights: imagenet (Keras's, fetched and cached), random (smoke tests) or a path
+    # VGG19's weights: a path of torchvision's vgg19-dcbb9e9d.pth or .safetensors (the paper's,
+    # BasicSR's normalisation), imagenet (Keras's Caffe weights, fetched: not the paper's),
+    # random (smoke tests) or a path of Keras's .h5
     vgg_weights: str = bounded("imagenet", check=_vgg_weights)
     # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper
     vgg_layer_weights: list[float] = bounded(LAYER_WEIGHTS, minimum=0, length=len(LAYERS))

@@ -17,7 +17,9 @@ import keras
 from omegaconf import MISSING
 
 from sr.core.schema import bounded
+from sr.models.compact import ACTIVATIONS as COMPACT_ACTIVATIONS
 from sr.models.espcn_mf import ALIGNS, FUSION_INITS
+from sr.models.layers import NORMS
 
 
 def _activation(name) -> str | None:
@@ -67,6 +69,8 @@ class EDSRConfig(ModelConfig):
     res_scale: float = bounded(1.0, minimum=0, above=True)  # factor on each block's residual
     direct_upsample: bool = False  # one conv and one pixel shuffle of scale at the end
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input, back on the output
+    img_range: float = bounded(1.0, minimum=0, above=True)  # factor inside (BasicSR: 255)
 
 
 @dataclass
@@ -79,6 +83,8 @@ class RLFNConfig(ModelConfig):
     blocks: int = bounded(6, minimum=1, integer=True)  # residual local feature blocks
     esa_channels: int = bounded(16, minimum=1, integer=True)  # channels of the attention (ESA)
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input, back on the output
+    img_range: float = bounded(1.0, minimum=0, above=True)  # factor inside (official: 255)
 
 
 @dataclass
@@ -89,6 +95,8 @@ class SPANConfig(ModelConfig):
     blocks: int = bounded(6, minimum=1, integer=True)  # parameter-free attention blocks
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
     img_range: float = bounded(255.0, minimum=0, above=True)  # factor on the centred input
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input (centre: back on output)
+    fuse_silu: bool = False  # the fusion reads the last block's first conv after its SiLU
 
 
 @dataclass
@@ -100,6 +108,16 @@ class RRDBNetConfig(ModelConfig):
     growth: int = bounded(32, minimum=1, integer=True)  # channels each dense conv adds
 
 
+@dataclass
+class CompactConfig(ModelConfig):
+    """Keys of ``sr.models.build_compact`` (``model=compact``)."""
+
+    features: int = bounded(64, minimum=1, integer=True)  # channels of every body convolution
+    convs: int = bounded(16, minimum=0, integer=True)  # 3x3 convolutions between first and last
+    # after every convolution but the last (the released models: prelu)
+    activation: str = bounded("prelu", choices=COMPACT_ACTIVATIONS)
+
+
 # Each builder's schema, by its ``_target_``; registered as ``base_<name>`` in the model group.
 SCHEMAS = {
     "sr.models.build_espcn": ESPCNConfig,
@@ -108,4 +126,5 @@ SCHEMAS = {
     "sr.models.build_rlfn": RLFNConfig,
     "sr.models.build_span": SPANConfig,
     "sr.models.build_rrdbnet": RRDBNetConfig,
+    "sr.models.build_compact": CompactConfig,
 }

@@ -15,7 +15,11 @@ import logging
 
 import tensorflow as tf
 
-from sr.models.vgg import LAYERS, build_vgg_features
+from sr.core.errors import ConfigError
+from sr.core.weightfiles import WeightFileError, is_weight_file
+from sr.models.state_dicts.base import StateDictError
+from sr.models.state_dicts.vgg19 import load_features
+from sr.models.vgg import LAYERS, TORCHVISION_URL, build_vgg_features
 from sr.train.losses import Loss
 
 log = logging.getLogger(__name__)
@@ -42,8 +46,11 @@ class RealESRGANLoss(Loss):
     Args:
         l1_weight: weight of the L1 term (mean absolute error on [0, 1] pixels).
         perceptual_weight: weight of the perceptual term (0: no VGG is built).
-        vgg_weights: ``imagenet``, ``random`` (smoke tests only: a warning) or the path of a local
-            copy of Keras's VGG19 weights (``sr.models.vgg.build_vgg_features``).
+        vgg_weights: the path of torchvision's VGG19 (``vgg19-dcbb9e9d.pth`` or a
+            ``.safetensors`` of it: the paper's, with BasicSR's normalisation;
+            ``sr.models.state_dicts.vgg19``), ``imagenet`` (Keras's Caffe weights: not the
+            paper's), the path of a local copy of Keras's (``.h5``), or ``random`` (smoke
+            tests only: a warning) (``sr.models.vgg``).
         vgg_layer_weights: the weights of the pre-ReLU features of conv1_2, conv2_2, conv3_4,
             conv4_4 and conv5_4 (0.1, 0.1, 1, 1, 1).
         gan_weight: weight of the generator's GAN term.
@@ -52,9 +59,9 @@ class RealESRGANLoss(Loss):
 
     The perceptual term is BasicSR's ``PerceptualLoss(criterion="l1")``:
     ``sum_k w_k mean|phi_k(SR) - phi_k(HR)|`` over the features phi_k; the VGG's input is RGB
-    (a Y image is repeated into three channels), normalised as the Keras weights were trained
-    (Caffe's BGR mean; BasicSR normalises by ImageNet's mean and standard deviation for
-    PyTorch's weights). The VGG runs in float32.
+    (a Y image is repeated into three channels), normalised as its weights were trained:
+    ImageNet's mean and standard deviation for torchvision's (BasicSR's
+    ``VGGFeatureExtractor``), Caffe's BGR mean x255 for Keras's. The VGG runs in float32.
     """
 
     name = "realesrgan"
@@ -87,26 +94,45 @@ class RealESRGANLoss(Loss):
         step: a missing or unreachable weights file is an error then.
 
         Raises:
-            ConfigError: the weights file is missing or not VGG19's, or ``imagenet`` cannot be
-                fetched; names the file and where to get it.
+            ConfigError: the weights file is missing, unreadable or not VGG19's, or
+                ``imagenet`` cannot be fetched; names the file and where to get it.
         """
-        if self.perceptual_weight > 0 and self.vgg is None:
-            if self.vgg_weights == "random":
-                log.warning(
-                    "loss.vgg_weights=random: the perceptual term uses a VGG19 with random "
-                    "weights, for smoke tests only; use imagenet or a local copy of the weights"
-                )
-            self.vgg = build_vgg_features(self.vgg_weights)
+        if self.perceptual_weight <= 0 or self.vgg is not None:
+            return
+        if is_weight_file(self.vgg_weights):
+            try:
+                self.vgg, found = load_features(self.vgg_weights)
+            except (WeightFileError, StateDictError) as e:
+                raise ConfigError(
+                    f"loss.vgg_weights: {e} (torchvision's VGG19: {TORCHVISION_URL})"
+                ) from e
+            log.info(
+                "perceptual loss: torchvision's VGG19 from %s, BasicSR's normalisation%s",
+                self.vgg_weights, "".join(f"; {n}" for n in found.notes),
+            )  # fmt: skip
+            return
+        if self.vgg_weights == "random":
+            log.warning(
+                "loss.vgg_weights=random: the perceptual term uses a VGG19 with random "
+                "weights, for smoke tests only; use torchvision's VGG19 (%s)", TORCHVISION_URL
+            )  # fmt: skip
+        else:
+            log.warning(
+                "loss.vgg_weights=%s: Keras's VGG19 (Caffe's weights and normalisation), not "
+                "the paper's perceptual loss; for it give torchvision's VGG19 (%s)",
+                self.vgg_weights, TORCHVISION_URL,
+            )  # fmt: skip
+        self.vgg = build_vgg_features(self.vgg_weights)
 
-    @property
-    def plain_target(self) -> bool:
-        """Whether a term needs the HR as it is beside the sharpened one."""
-        return not (self.l1_gt_usm and self.percep_gt_usm and self.gan_gt_usm)
-
-    def penalty(self, error: tf.Tensor) -> tf.Tensor:
-        """The L1 term's per-pixel penalty: called as a :class:`sr.train.losses.Loss`, this is
-        the pixel loss alone (:meth:`l1`)."""
-        return tf.abs(error)
+    def __call__(self, hr, sr):
+        """Not a pixel loss: its terms take their own targets and a VGG, which the steps of
+        :mod:`sr.train.perceptual` and :mod:`sr.train.gan` call (:meth:`l1`,
+        :meth:`perceptual`, ...). Raises TypeError, so that a step that would train its L1 term
+        alone cannot be given it (:func:`sr.train.parts.training_part` chooses the step)."""
+        raise TypeError(
+            "RealESRGANLoss is not a pixel loss: train it with the part that "
+            "sr.train.parts.training_part chooses (PerceptualTraining or AdversarialTraining)"
+        )
 
     def l1(self, hr: tf.Tensor, sr: tf.Tensor) -> tf.Tensor:
         """Unweighted per-example mean absolute error of ``sr`` against ``hr`` (float32

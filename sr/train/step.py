@@ -126,13 +126,15 @@ class TrainStep:
             scaled = self.optimizer.scale_loss(loss)
         return loss, tape.gradient(scaled, variables)
 
-    def _replica_step(self, lr, hr):
+    def _replica_step(self, lr, hr, *rest):
         """One replica's share of a step: forward, backward, and the optimizer update (Keras
         sums the gradients over the replicas); returns its share of the loss and whether the
         step is finite on every replica (float32 1 or 0; always 1 with ``on_nonfinite=stop``).
-        """
+        ``rest``: more images of the batch, for a subclass whose :meth:`_gradients` takes them
+        (the HR as it is beside a sharpened target); the loss may be a vector of terms, which
+        :meth:`record` reduces to the one the loop logs."""
         variables = self.model.trainable_variables
-        loss, grads = self.gradients(lr, hr)
+        loss, grads = self.gradients(lr, hr, *rest)
         if self.clip_norm is not None:
             unscale = tf.cast(self.optimizer.scale_loss(tf.constant(1.0)), tf.float32)
             grads = clip_by_global_norm(grads, float(self.clip_norm), unscale)
@@ -140,7 +142,7 @@ class TrainStep:
             self.optimizer.apply(grads, variables)
             return loss, tf.constant(1.0)
         finite = tf.logical_and(
-            tf.math.is_finite(loss), all_finite(g for g in grads if g is not None)
+            tf.reduce_all(tf.math.is_finite(loss)), all_finite(g for g in grads if g is not None)
         )
         context = tf.distribute.get_replica_context()  # replicas with a non-finite step
         bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
@@ -200,10 +202,10 @@ class PixelTraining:
     :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
 
     ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
-    judges the validation PSNR (:attr:`judges_psnr`)."""
+    judges the validation PSNR against the best so far (:attr:`psnr_reference`)."""
 
     best_metric = "psnr"
-    judges_psnr = True
+    psnr_reference = "best"
 
     def checkpoint_parts(self) -> dict:
         """What the part adds to every checkpoint: nothing."""
@@ -222,6 +224,10 @@ class PixelTraining:
 
     def judge(self, step: int) -> str | None:
         """No rule beyond the guard's own: None."""
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """No advice beyond the trainer's (``train.lr``): None."""
         return None
 
     def forget(self) -> None:

@@ -1,0 +1,126 @@
+"""One place for a default: a YAML option of ``conf/`` sets only the keys where it differs from
+its schema (``sr.config``), and a schema's defaults are its builder's (``sr.models.schemas``
+against the builders' signatures), so that a default changed in one place cannot silently
+disagree with a copy in another."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import hydra
+import pytest
+import yaml
+
+import sr.config as C
+from sr.degradations.realesrgan import Options, Params, RealESRGAN
+from sr.models.gan_schemas import DiscriminatorConfig
+from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
+
+SCHEMA_TABLES = {
+    **C.DATA_SCHEMAS,
+    **C.MODEL_GROUP_SCHEMAS,
+    **C.LOSS_SCHEMAS,
+    **C.OPTIMIZER_SCHEMAS,
+    **C.DEGRADATION_SCHEMAS,
+    "base_train": C.TrainConfig,
+}
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return (
+        type(a) is type(b)
+        and a == b
+        or (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            and not isinstance(b, bool)
+            and float(a) == float(b)
+        )
+    )
+
+
+def _options():
+    for path in sorted((C.PROJECT_ROOT / "conf").glob("*/*.yaml")):
+        if path.parent.name == "experiment":
+            continue
+        node = yaml.safe_load(path.read_text()) or {}
+        bases = [d for d in node.get("defaults", []) if isinstance(d, str) and d in SCHEMA_TABLES]
+        if bases:
+            yield path, node, SCHEMA_TABLES[bases[0]]
+
+
+@pytest.mark.parametrize(
+    "path, node, schema", list(_options()), ids=lambda v: getattr(v, "name", "")
+)
+def test_a_yaml_option_restates_no_schema_default(path, node, schema):
+    defaults = {f.name: _default(f) for f in dataclasses.fields(schema)}
+    restated = [
+        k for k, v in node.items()
+        if k in defaults and k != "_target_" and _same(v, defaults[k])
+    ]  # fmt: skip
+    assert not restated, (
+        f"{path.relative_to(C.PROJECT_ROOT)} restates the defaults of {schema.__name__}: "
+        f"{', '.join(restated)}; keep each default in one place (drop them from the YAML)"
+    )
+
+
+def test_every_option_is_checked_against_a_schema():
+    """The test above sees every group's options (but the experiments, which are patches)."""
+    seen = {p.parent.name for p, _, _ in _options()}
+    assert seen >= {"data", "model", "train", "loss", "optimizer", "degradation"}
+
+
+BUILDERS = {
+    **MODEL_SCHEMAS,
+    **C.GROUP_SCHEMAS["optimizer"],
+    **C.GROUP_SCHEMAS["loss"],
+    "sr.models.discriminator.build_unet_discriminator": DiscriminatorConfig,
+}
+
+
+@pytest.mark.parametrize("target", sorted(BUILDERS))
+def test_a_schema_and_its_builder_agree(target):
+    """Each default of a schema (``model``, ``optimizer``, ``loss``, ``discriminator``) is its
+    builder's (a function, or a class's ``__init__``), where the builder takes the key."""
+    builder = hydra.utils.get_object(target)
+    params = inspect.signature(builder).parameters
+    schema = BUILDERS[target]
+    checked = 0
+    for f in dataclasses.fields(schema):
+        if f.name == "_target_" or f.name not in params:
+            continue
+        want = params[f.name].default
+        assert want is not inspect.Parameter.empty, f"{target}({f.name}) has no default"
+        assert _same(_default(f), want), (
+            f"{schema.__name__}.{f.name} = {_default(f)!r} but {target} defaults to {want!r}"
+        )
+        checked += 1
+    if target in MODEL_SCHEMAS:  # a model builder takes every key of its schema
+        keys = {f.name for f in dataclasses.fields(schema)} - {"_target_"}
+        assert keys <= set(params), f"{target} takes no {sorted(keys - set(params))}"
+    assert checked or not [f for f in dataclasses.fields(schema) if f.name != "_target_"]
+
+
+def test_the_degradation_schema_is_its_class():
+    """``degradation=realesrgan``'s schema is made from the class's own fields, defaults and
+    bounds (``schema_fields``); the class takes exactly those keys."""
+    schema = C.DEGRADATION_SCHEMAS["base_realesrgan"]
+    fields = {f.name: f for f in dataclasses.fields(schema) if f.name != "_target_"}
+    own = {f.name: f for f in (*dataclasses.fields(Params), *dataclasses.fields(Options))}
+    assert fields.keys() == own.keys()
+    for name, f in fields.items():
+        assert _same(_default(f), _default(own[name])), name
+        assert f.metadata == own[name].metadata, name
+    RealESRGAN(**{k: _default(f) for k, f in fields.items()})  # every default within its bounds
