@@ -26,9 +26,8 @@ Memory is bounded whatever the sequence length: at most ``pool_frames`` decoded 
 (k x the largest frame)) - 2 decode_workers`` windows. Frames shared by two windows of the pool
 (overlapping starts) are decoded once and held once (a weak cache), which only lowers use.
 
-LR: the project's LR operator on each frame's HR crop (``sr.data.pairs.make_window_pairs``), so
-frame j of ``lr`` is exactly the LR of frame j's HR crop; pre-made LR (``lr_dir``) is refused.
-"""
+LR: the project's operator on each frame's HR crop (``sr.data.pairs.make_window_pairs``): frame j
+of ``lr`` is exactly the LR of frame j's HR crop; pre-made LR (``lr_dir``) is refused."""
 
 from __future__ import annotations
 
@@ -346,16 +345,12 @@ class SequenceConfig(DataConfig):
 
     hr_dir: str = "${sr_root:}/data/demo/sequences/train"  # one subfolder of frames per sequence
     val_dir: str | None = "${sr_root:}/data/demo/sequences/val"  # validation sequences; null: none
-    # k, frames per sample (1: single-image pairs from the sequences)
-    frames: int = bounded(3, minimum=1, integer=True)
-    # s, frames t, t + s, ..., t + (k - 1) s
-    frame_stride: int = bounded(1, minimum=1, integer=True)
+    frames: int = bounded(3, minimum=1, integer=True)  # k, frames per sample (1: single images)
+    frame_stride: int = bounded(1, minimum=1, integer=True)  # s: frames t, t + s, .., t + (k-1) s
     target_frame: str = TARGETS[0]  # the frame whose HR is the target: last, center, or 0..k-1
-    # crops from one decoded window before it leaves the pool
-    patches_per_window: int = bounded(32, minimum=1, integer=True)
+    patches_per_window: int = bounded(32, minimum=1, integer=True)  # crops of a decoded window
     pool_frames: int = 384  # most decoded frames held at once, decoding ahead included
-    # most megabytes of decoded frames held at once
-    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)
+    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)  # most MB of decoded frames held
     decode_workers: int = bounded(2, minimum=1, integer=True)  # decode threads
 
 
