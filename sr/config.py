@@ -98,7 +98,10 @@ class TrainConfig:
     max_to_keep: int = _count(3)  # checkpoints kept
     val_images: int = _count(3, minimum=0)  # validation images shown in TensorBoard
     xla: bool = False  # jit_compile the train step
-    mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
+    # the layers' compute dtype (variables stay float32): bfloat16 on a CPU with AMX or
+    # AVX512-BF16, a TPU or a GPU of compute capability >= 8.0, else float32 with a warning;
+    # float16 (with loss scaling) on a GPU (docs/training.md, "Precision")
+    precision: str = bounded("float32", choices=("float32", "bfloat16", "float16"))
     # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
     # run stops when it ends (saved, validated)
     max_minutes: float | None = _positive(None)
@@ -230,12 +233,16 @@ MODEL_GROUP_SCHEMAS = {
 }
 DEGRADATION_SCHEMAS = {"base_degradation": DegradationConfig, "base_realesrgan": RealESRGANConfig}
 
-# Keys that moved into a config group: an override naming one is refused with the new name.
+# Keys that moved (into a config group, or another key): an override naming one is refused with
+# the new name.
 MOVED_KEYS = {
     "train.loss": "the loss is the config group `loss`: choose it as loss=<name>, e.g. "
     "loss=charbonnier (conf/loss/)",
     "train.beta_1": "Adam's betas moved to the optimizer group: optimizer.beta_1=<value>",
     "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
+    "train.mixed_precision": "the compute precision is train.precision=float32|bfloat16|float16 "
+    "(train.mixed_precision=true was train.precision=float16: float16 with loss scaling on a "
+    "GPU; train.precision=bfloat16 also runs on a CPU with AMX or AVX512-BF16)",
 }
 
 
@@ -252,9 +259,9 @@ def check_overrides(overrides) -> None:
     option that its config group does not have (``model=foo``), listing the group's options.
 
     Raises:
-        ConfigError: for ``train.loss=...``, ``train.beta_1=...`` or ``train.beta_2=...``
-            (also with ``+``, ``++`` or ``~``); for ``<group>=<option>`` (a sweep's options too)
-            without ``conf/<group>/<option>.yaml``.
+        ConfigError: for ``train.loss=...``, ``train.beta_1=...``, ``train.beta_2=...`` or
+            ``train.mixed_precision=...`` (also with ``+``, ``++`` or ``~``); for
+            ``<group>=<option>`` (a sweep's options too) without ``conf/<group>/<option>.yaml``.
     """
     for override in overrides:
         text = str(override)

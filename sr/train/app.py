@@ -15,7 +15,8 @@ from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
 from sr.train.checkpoint import build_model, init_from_choice, init_from_fix, load_model_from_run
-from sr.train.loop import Trainer, setup_precision
+from sr.train.loop import Trainer
+from sr.train.precision import setup_precision
 from sr.train.pretrained import is_weight_file, load_model, record_init
 from sr.train.rundir import check_init_from, check_resume
 
@@ -59,7 +60,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     ensure_demo_for([loader.hr_dir, loader.val_dir], cfg.demo_dir)
     loader.prepare()  # checks the training and validation folders, builds shards
     loader.check_pipelines(distribute.input_pipelines(strategy))
-    mixed = setup_precision(cfg.train.mixed_precision)
+    precision = setup_precision(cfg.train.precision, strategy)  # before any model is built
     start = None
     if cfg.train.get("init_from") and not cfg.resume:
         source = cfg.train.init_from
@@ -79,7 +80,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     extra = f" ({deployed} as deployed, re-parameterised)" if deployed != trained else ""
     log.info("model %s: %d parameters%s", model.name, trained, extra)
     check_model_input(model, cfg, getattr(loader, "frames", 1))
-    trainer = Trainer(cfg, loader, model, run_dir, mixed=mixed, strategy=strategy)
+    trainer = Trainer(cfg, loader, model, run_dir, mixed=precision.loss_scale, strategy=strategy)
     if cfg.resume:
         trainer.restore()
     return trainer.fit()

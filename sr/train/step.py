@@ -120,8 +120,8 @@ class TrainStep:
         summed and divided by the global batch) and the gradients of the (scaled) loss."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            sr = self.model(lr, training=True)
-            per_example = self.loss(hr, tf.cast(sr, hr.dtype))
+            sr = tf.cast(self.model(lr, training=True), tf.float32)  # the loss in float32
+            per_example = self.loss(tf.cast(hr, tf.float32), sr)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
             scaled = self.optimizer.scale_loss(loss)
         return loss, tape.gradient(scaled, variables)
