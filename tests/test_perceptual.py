@@ -14,6 +14,7 @@ import tensorflow as tf
 from hydra.utils import instantiate
 
 from sr.config import ConfigError, build_source
+from sr.train.best import NIQE, PSNR
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.parts import training_part
@@ -44,9 +45,9 @@ def test_the_way_of_training_is_chosen_from_the_loss_and_the_discriminator(compo
     assert isinstance(part_for(compose, "loss=l2")[0], PixelTraining)
     part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0")
     assert isinstance(part, PerceptualTraining)
-    assert (part.best_metric, part.judges_psnr) == ("niqe", False)
+    assert (part.best, part.judges_psnr) == (NIQE, False)
     part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0", "loss.perceptual_weight=0")
-    assert (part.best_metric, part.judges_psnr) == ("psnr", True)  # L1 alone: the pixel rules
+    assert (part.best, part.judges_psnr) == (PSNR, True)  # L1 alone: the pixel rules
     gan, _ = part_for(compose, "loss=realesrgan", "discriminator=unet_sn",
                       "discriminator.features=2", "loss.perceptual_weight=0")  # fmt: skip
     assert isinstance(gan, AdversarialTraining)

@@ -28,6 +28,7 @@ import hydra
 import keras
 import tensorflow as tf
 
+from sr.train.best import NIQE
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.step import TrainStep, all_finite, clip_by_global_norm
 
@@ -158,14 +159,14 @@ class AdversarialTraining:
         lr_scale: the divergence guard's learning-rate factor (scales the discriminator's rate
             too).
 
-    The rule of ``checkpoints/best`` (:attr:`best_metric`): the lowest NIQE of the validation SR
+    The rule of ``checkpoints/best`` (:attr:`best`): the lowest NIQE of the validation SR
     (``sr.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
     PSNR for texture. The guard judges the pixel loss, the discriminator's loss (its collapse
     and its explosion, :meth:`judge`) and the validation PSNR against the stage's start, not
     the best so far (:attr:`psnr_reference`: ``start``; ``train.guard_gan_val_drop``).
     """
 
-    best_metric = "niqe"
+    best = NIQE
     psnr_reference = "start"
 
     def __init__(self, cfg, loss: RealESRGANLoss, channels: int, mixed: bool, lr_scale):

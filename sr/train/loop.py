@@ -161,7 +161,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.val_files = loader.val_files if self.chief else []
         self.validator = Validator(
             loader, model, self.optimizer, self.ema is not None, self.writer,
-            cfg.train.val_images, with_niqe=self.part.best_metric == "niqe",
+            cfg.train.val_images, with_niqe=self.part.best.monitor == "niqe",
         )  # fmt: skip
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)

@@ -16,6 +16,7 @@ import logging
 
 import tensorflow as tf
 
+from sr.train.best import NIQE, PSNR
 from sr.train.gan import TermWindow
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.step import TrainStep
@@ -71,7 +72,7 @@ class PerceptualTraining:
 
     With a perceptual term (``loss.perceptual_weight > 0``), the rules are the GAN stage's: the
     term trades PSNR for texture, so ``checkpoints/best`` keeps the lowest NIQE of the
-    validation SR (:attr:`best_metric`) and the guard does not judge the validation PSNR
+    validation SR (:attr:`best`) and the guard does not judge the validation PSNR
     (:attr:`judges_psnr`); with none, the pixel loss's (the highest PSNR, judged).
 
     Raises:
@@ -82,7 +83,7 @@ class PerceptualTraining:
         loss.build()
         self.loss = loss
         perceptual = loss.perceptual_weight > 0
-        self.best_metric = "niqe" if perceptual else "psnr"
+        self.best = NIQE if perceptual else PSNR
         self.judges_psnr = not perceptual
         self.terms = TermWindow(TERMS)  # here, in the strategy's scope
         self.step: PerceptualStep | None = None
