@@ -98,6 +98,9 @@ class TrainConfig:
     # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
     # beside them; evaluate/upscale/export use it when present (--weights live for the others)
     ema: float | None = bounded(None, check=_ema)
+    # the average's decay warms up, min(ema, (1 + n) / (10 + n)) after n updates; false: ema from
+    # the first update, as BasicSR (Real-ESRGAN's recipes)
+    ema_warmup: bool = bounded(True, choices=(True, False))
     # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
     # train.ema averages where it has them) with a fresh step, optimizer and data position; its
     # model, data.scale and data.channels must be this run's (not resume=, which continues it)
@@ -225,6 +228,8 @@ MOVED_KEYS = {
     "loss=charbonnier (conf/loss/)",
     "train.beta_1": "Adam's betas moved to the optimizer group: optimizer.beta_1=<value>",
     "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
+    "data.flip": "random flips are data.flips=hv|h|none (vertical and horizontal, horizontal "
+    "only, none): data.flip=false is data.flips=none",
 }
 
 
@@ -241,7 +246,8 @@ def check_overrides(overrides) -> None:
     option that its config group does not have (``model=foo``), listing the group's options.
 
     Raises:
-        ConfigError: for ``train.loss=...``, ``train.beta_1=...`` or ``train.beta_2=...``
+        ConfigError: for ``train.loss=...``, ``train.beta_1=...``, ``train.beta_2=...`` or
+            ``data.flip=...``
             (also with ``+``, ``++`` or ``~``); for ``<group>=<option>`` (a sweep's options too)
             without ``conf/<group>/<option>.yaml``.
     """

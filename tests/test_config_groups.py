@@ -139,6 +139,7 @@ def test_no_loss_or_optimizer_yaml_restates_a_schema_default(hydra_conf):
         ("train.loss=charbonnier", "loss=charbonnier"),
         ("train.beta_1=0.5", "optimizer.beta_1="),
         ("++train.beta_2=0.5", "optimizer.beta_2="),
+        ("data.flip=false", "data.flips=none"),
     ],
 )
 def test_an_old_key_is_refused_naming_the_new_group(override, names):

@@ -166,7 +166,7 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
     # the data it asks for (not instantiated: only the keys of the recipe)
     d = cfg.data
     assert (d.scale, d.batch_size, d.patch_size, d.patch_size // d.scale) == (4, 16, 192, 48)
-    assert d.flip and d.rot90
+    assert d.flips == "hv" and d.rot90
     assert d.hr_dir.endswith("data/DIV2K/DIV2K_train_HR")
     assert d.val_dir.endswith("data/DIV2K/DIV2K_valid_HR")
 

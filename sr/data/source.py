@@ -9,8 +9,8 @@ chosen ``conf/data/<mode>.yaml``); its :meth:`PatchSource.dataset` is an endless
 - the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.core.color``);
 - LR is the project's LR operator (``sr.core.degrade``) applied to an HR crop with a margin (no
   border error), rounded to the 8-bit grid; or, with ``lr_dir``, pre-made LR images;
-- random vertical and horizontal flips per sample (and transposes with ``rot90``), identical for
-  LR and HR.
+- random flips per sample (``flips``: vertical and horizontal, horizontal only, or none; and
+  transposes with ``rot90``), identical for LR and HR.
 
 A source only makes uint8 patch batches (:meth:`PatchSource.patch_dataset`); every source ends in
 the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.make_pairs`` ->
@@ -37,7 +37,8 @@ from PIL import Image
 from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
-from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.core.schema import bounded
+from sr.data.pairs import FLIPS, degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
 
@@ -63,7 +64,8 @@ class DataConfig:
     batch_size: int = 64  # B, patches per batch
     patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
     scale: int = 4  # s
-    flip: bool = True  # random vertical and horizontal flips
+    # random flips: hv, vertical and horizontal; h, horizontal only (Real-ESRGAN's use_hflip); none
+    flips: str = bounded("hv", choices=FLIPS)
     rot90: bool = False  # also random transposes (all 8 rotations and reflections)
     seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
     deterministic: bool = False  # deterministic tf.data order: the same batches in every run
@@ -111,7 +113,8 @@ class PatchSource(abc.ABC):
             (:func:`holdout`; ``val_dir`` must then be None); 0: none.
         lr_dir: optional folder of pre-made LR images (DIV2K ``X4`` layout, ``0001x4.png``).
         batch_size: B. patch_size: HR patch P in pixels, a multiple of ``scale``. scale: s.
-        flip: random flips. rot90: random transposes too.
+        flips: random flips, ``hv`` (vertical and horizontal), ``h`` (horizontal only) or
+            ``none`` (``sr.data.pairs.FLIPS``). rot90: random transposes too.
         seed: seed of shuffles, crops and flips (None: one drawn at start, ``stream_seed``,
             saved in the run's checkpoints so that a resume continues the same stream).
         deterministic: deterministic element order in tf.data (slower for ``data=tfrecord``,
@@ -155,7 +158,7 @@ class PatchSource(abc.ABC):
         batch_size: int,
         patch_size: int,
         scale: int,
-        flip: bool,
+        flips: str,
         rot90: bool,
         seed: int | None,
         deterministic: bool,
@@ -178,7 +181,9 @@ class PatchSource(abc.ABC):
         self.batch_size = int(batch_size)
         self.patch_size = int(patch_size)
         self.scale = int(scale)
-        self.flip = bool(flip)
+        if flips not in FLIPS:
+            raise ValueError(f"data.flips={flips!r}: choose one of {', '.join(FLIPS)}")
+        self.flips = flips
         self.rot90 = bool(rot90)
         self.seed = seed
         self.deterministic = bool(deterministic)
@@ -241,6 +246,12 @@ class PatchSource(abc.ABC):
                 f"{self.channels} with degradation={self.degradation.name} cannot use: set "
                 "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
             )
+        if self.margin % self.scale:
+            raise ValueError(
+                f"degradation.margin={self.margin} is not a multiple of data.scale {self.scale}: "
+                f"use {self.margin // self.scale * self.scale} or "
+                f"{(self.margin // self.scale + 1) * self.scale}"
+            )
         least = getattr(self.degradation, "least_crop", lambda scale: 0)(self.scale)
         if self.crop < least:
             raise ValueError(
@@ -260,8 +271,12 @@ class PatchSource(abc.ABC):
     @property
     def margin(self) -> int:
         """HR pixels kept around each patch so that its LR has no border effect
-        (``sr.core.degrade.crop_margin``); 0 with pre-made LR."""
-        return 0 if self.lr_dir else crop_margin(self.scale)
+        (``sr.core.degrade.crop_margin``: the bicubic operator's reach); a degradation's own
+        (``crop_margin(scale)`` of ``sr.degradations.realesrgan.RealESRGAN``:
+        ``degradation.margin``); 0 with pre-made LR."""
+        if self.lr_dir:
+            return 0
+        return getattr(self.degradation, "crop_margin", crop_margin)(self.scale)
 
     @property
     def crop(self) -> int:
@@ -387,11 +402,12 @@ class PatchSource(abc.ABC):
             "batch_size": self.batch_size,
             "patch_size": self.patch_size,
             "scale": self.scale,
-            "flip": self.flip,
+            "flip": self.flips != "none",
             "rot90": self.rot90,
             "lr_dir": str(self.lr_dir) if self.lr_dir else None,
             "images": digest.hexdigest()[:16],
             # only when not the default: runs saved before the key existed keep their identity
+            **({"flips": self.flips} if self.flips == "h" else {}),
             **({"lr_from": self.lr_from} if self.lr_from != "y" else {}),
             **({"channels": self.channels} if self.channels != "y" else {}),
             **(
@@ -418,7 +434,7 @@ class PatchSource(abc.ABC):
         """
         if self.channels == "rgb" or self.degradation.name != "bicubic":
             flip_v, flip_h, transpose = random_masks(
-                batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)
+                batch["hr"], self.flips, self.rot90, self.flip_seed(index, pipeline)
             )
             flips = (flip_v, flip_h, transpose if self.rot90 else None)  # as make_pairs
             seeds = self.element_seeds(batch["hr"], index, pipeline)
@@ -440,7 +456,7 @@ class PatchSource(abc.ABC):
             self.scale,
             self.margin,
             lr=batch.get("lr"),
-            flip=self.flip,
+            flips=self.flips,
             rot90=self.rot90,
             seed=self.flip_seed(index, pipeline),
             gray=batch.get("gray"),
