@@ -13,6 +13,7 @@ of the ``sr`` package), so that default paths work from any working directory.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,15 @@ def _ema(value) -> str | None:
     return "must be null (no weight averaging) or a decay in (0, 1) such as 0.999"
 
 
+def _init_checkpoint(value) -> str | None:
+    """Why ``value`` is not a ``train.init_checkpoint``, or None."""
+    if isinstance(value, str) and (
+        value in ("best", "last") or re.fullmatch(r"ckpt-[0-9]+", value) is not None
+    ):
+        return None
+    return "must be null, best, last or ckpt-N (a checkpoint of the run's checkpoints/ folder)"
+
+
 def _guard_lr_factor(value) -> str | None:
     """Why ``value`` is not a ``train.guard_lr_factor``, or None."""
     if _unit_open(value) is None:
@@ -101,10 +111,13 @@ class TrainConfig:
     # the average's decay warms up, min(ema, (1 + n) / (10 + n)) after n updates; false: ema from
     # the first update, as BasicSR (Real-ESRGAN's recipes)
     ema_warmup: bool = bounded(True, choices=(True, False))
-    # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
-    # train.ema averages where it has them) with a fresh step, optimizer and data position; its
-    # model, data.scale and data.channels must be this run's (not resume=, which continues it)
+    # a run directory: start a new run from its weights (of train.init_checkpoint; its train.ema
+    # averages where it has them) with a fresh step, optimizer and data position; its model,
+    # data.scale and data.channels must be this run's (not resume=, which continues it)
     init_from: str | None = None
+    # which checkpoint of the init_from run: best (checkpoints/best), last (the newest of the
+    # rotation: a finished run's final weights), ckpt-N; null: best if the run has one, else last
+    init_checkpoint: str | None = bounded(None, check=_init_checkpoint)
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = bounded("stop", choices=("stop", "skip"))
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU

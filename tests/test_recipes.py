@@ -181,6 +181,29 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
         assert float(schedule(step)) == pytest.approx(lr, rel=1e-6), step
 
 
+@pytest.mark.parametrize("stage", ["realesrnet_x4", "realesrgan_x4"])
+def test_the_real_esrgan_recipes_set_the_papers_data_and_training_choices(compose, stage):
+    """Real-ESRGAN's option files: hflip only, no rotation, EMA 0.999 without a warm-up, no
+    divergence guard; the patch degraded with a margin past the filters' reach (USM's 25 + the
+    blur's 10); stage one from ESRGAN x4's released weights, stage two from the Real-ESRNet
+    run's final averaged weights (not its best)."""
+    cfg = compose(f"experiment={stage}")
+    d, t = cfg.data, cfg.train
+    assert (d.flips, d.rot90, d.channels, d.patch_size, d.batch_size) == (
+        "h",
+        False,
+        "rgb",
+        256,
+        48,
+    )
+    assert cfg.degradation.margin == 36 and cfg.degradation.margin % d.scale == 0
+    assert (t.ema, t.ema_warmup, t.guard) == (0.999, False, False)
+    if stage == "realesrnet_x4":
+        assert t.init_from.endswith("/weights/ESRGAN_SRx4_DF2KOST_official-ff704c30.pth")
+    else:
+        assert t.init_from is None and t.init_checkpoint == "last"  # RUN given on the command line
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("override", [c for c in CONFIGS if c.startswith("model=")])
 def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir, override):

@@ -151,6 +151,37 @@ def test_init_from_starts_from_the_best_averaged_weights_with_a_fresh_step(
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
 
 
+def test_init_checkpoint_chooses_the_checkpoint_of_the_run(
+    averaged_run, folders, compose, tmp_path, caplog
+):
+    """``train.init_checkpoint=last``: the newest checkpoint of the rotation (a finished run's
+    final weights, as Real-ESRGAN's second stage starts), not checkpoints/best; a checkpoint the
+    run does not have is refused before any work, naming the run's; a value that is not a
+    checkpoint's name is refused by the schema."""
+    from sr.train.checkpoint import load_model_from_run
+
+    run_dir, _ = averaged_run
+    base = (
+        *TINY, "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
+        "data.batch_size=2", "train.steps=1", "train.lr=1e-9", f"train.init_from={run_dir}",
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        run(compose(*base, "train.init_checkpoint=last"), tmp_path / "new")
+    assert f"train.init_from={run_dir}: the live weights of its last (ckpt-5)" in caplog.text
+    last = load_model_from_run(run_dir, "last")[0]
+    got = build_model(compose(*base))
+    make_checkpoint(got).restore(
+        tf.train.latest_checkpoint(str(tmp_path / "new" / "checkpoints"))
+    ).expect_partial()
+    for a, b in zip(got.trainable_variables, last.trainable_variables):  # one step of lr 1e-9
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+    with pytest.raises(RunDirError, match=r"no checkpoint .*ckpt-9.* one of ckpt-5"):
+        run(compose(*base, "train.init_checkpoint=ckpt-9"), tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(sr.config.ConfigError, match="train.init_checkpoint must be null, best"):
+        sr.config.validate_train(compose(*base, "train.init_checkpoint=newest"))
+
+
 def test_init_from_a_run_of_another_model_is_refused_naming_the_keys(y_run, compose, tmp_path):
     cfg = compose(
         "model=espcn", "model.features=[16,8]", "data=generator", "data.channels=rgb",

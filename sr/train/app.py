@@ -60,7 +60,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     mixed = setup_precision(cfg.train.mixed_precision)
     start = None
     if cfg.train.get("init_from") and not cfg.resume:
-        start = load_model_from_run(cfg.train.init_from)[0]  # best, its averages where saved
+        # train.init_checkpoint (null: best, else last), its averages where saved
+        start = load_model_from_run(cfg.train.init_from, cfg.train.get("init_checkpoint"))[0]
     with strategy.scope():
         model = build_model(cfg)
         if start is not None:

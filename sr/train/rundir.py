@@ -280,7 +280,7 @@ def check_init_from(cfg: DictConfig) -> None:
             f"train.init_from={run_dir}: its weights do not fit this model ({lines}); start from "
             "a run of the same model, data.scale and data.channels, or drop train.init_from"
         )
-    find_checkpoint(run_dir)
+    find_checkpoint(run_dir, cfg.train.get("init_checkpoint"))  # train.init_checkpoint exists
 
 
 def check_new_run(
