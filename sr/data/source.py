@@ -38,6 +38,7 @@ from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.core.schema import bounded
+from sr.data import pair_pool
 from sr.data.pairs import FLIPS, degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
@@ -148,6 +149,8 @@ class PatchSource(abc.ABC):
     # a degradation's pairs also give the HR as it is, after the sharpened target: (lr, target,
     # hr) (set by sr.config.build_source for the GAN stage's loss.gan_gt_usm=false)
     plain_target: bool = False
+    # degradation.pool_size on the accelerator: the pool of the device stage (sr.data.pair_pool)
+    device_pool = None
 
     def __init__(
         self,
@@ -259,6 +262,7 @@ class PatchSource(abc.ABC):
                 f"x{self.scale}; data.patch_size={self.patch_size} gives {self.crop}: raise "
                 "data.patch_size"
             )
+        pair_pool.check_pool(self)
 
     # -- geometry ------------------------------------------------------------------------------
     @property
@@ -468,15 +472,24 @@ class PatchSource(abc.ABC):
         ``degradation.device=accelerator`` a function ``(hr uint8 [B, c, c, 3], gray bool [B],
         seeds int64 [B, 2]) -> (lr, hr)`` (``sr.data.pairs.degraded_pairs``), the input pipeline
         then yielding those flipped clean crops (a GPU's input pipeline only decodes, crops and
-        flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU."""
+        flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU; then through the training-pair
+        pool of ``degradation.pool_size`` (:attr:`device_pool`, from :meth:`device_state`)."""
         if getattr(self.degradation, "device", "input") != "accelerator":
             return None
 
         def stage(hr, gray, seeds):
             args = (self.scale, self.margin, self.channels, self.degradation)
-            return degraded_pairs(hr, gray, *args, seeds, self.plain_target)
+            pairs = degraded_pairs(hr, gray, *args, seeds, self.plain_target)
+            return pairs if self.device_pool is None else self.device_pool.apply(pairs, seeds[0])
 
         return stage
+
+    def device_state(self, strategy, checkpoint: str | None):
+        """What the device stage keeps across steps, to be saved with the data position: the
+        pool of ``degradation.pool_size`` on the accelerator, one per local replica of
+        ``strategy``, restored from ``checkpoint`` (None: emptied). None without one
+        (``sr.data.pair_pool.device_pool_state``)."""
+        return pair_pool.device_pool_state(self, strategy, checkpoint)
 
     def flip_seed(self, index: tf.Tensor | None, pipeline: int = 0) -> tf.Tensor | None:
         """The stateless seed of a batch's flips: int64 ``[2]`` ``(stream_seed, index)``, with
@@ -560,15 +573,18 @@ def pairs_dataset(
         pipeline = (context.input_pipeline_id, context.num_input_pipelines)
 
     def pairs() -> tf.data.Dataset:
-        ds = source.patch_dataset(start, batch, pipeline).enumerate(start)
+        # degradation.pool_size in the input pipeline: batches replayed to rebuild the pool
+        first, full = pair_pool.replay_from(source, start, batch, pipeline[0])
+        ds = source.patch_dataset(first, batch, pipeline).enumerate(first)
         # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
         # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
         # work per batch: an ordered map costs no throughput)
-        return ds.map(
+        ds = ds.map(
             lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
+        return pair_pool.pooled_pairs(source, ds, first, full, start, batch, pipeline[0])
 
     if source.service:  # every worker draws its own read shuffles (service.unseeded)
         from sr.data import service

@@ -48,7 +48,9 @@ Where this differs from the official PyTorch code, and why (``docs/data.md`` lis
 - the degradation runs on training crops with their margin (``degradation.margin``: 8 pixels by
   default, 112-pixel crops at x4; 36 in the paper's recipes), not on 400-pixel crops cut to 256
   afterwards: the default margin leaves the filters' border effects in the patch's outer pixels
-  (``benchmarks/realesrgan_border.py``), 36 keeps them out.
+  (``benchmarks/realesrgan_border.py``), 36 keeps them out;
+- the training-pair pool (``queue_size``, 180 in the official files) is ``degradation.pool_size``
+  (``sr.data.pair_pool``): 0 (none) by default, 180 in the paper's recipes.
 
 Blurs pad by reflection (PyTorch's ``reflect``, OpenCV's ``BORDER_REFLECT_101``) as the
 official ``filter2D`` does.
@@ -235,9 +237,11 @@ class Options:
     # any device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
     jpeg: str = bounded("auto", choices=JPEGS)
     # HR pixels degraded around each patch and cut away after (a multiple of data.scale); null:
-    # the LR operator's 2 x scale (8 at x4). The paper's recipes: 36, the blur kernel's reach
-    # (10) + USM's (25); docs/data.md measures what each leaves at the patch's border
+    # the LR operator's 2 x scale (8 at x4); the paper's recipes: 36 (docs/data.md)
     margin: int | None = bounded(None, minimum=0, integer=True)
+    # the training-pair pool (Real-ESRGAN's queue_size): degraded pairs shuffled through a pool
+    # of this many, so that a batch mixes several batches' draws (sr.data.pair_pool); 0: none
+    pool_size: int = bounded(0, minimum=0, integer=True)
 
 
 def schema_fields() -> list[tuple]:
@@ -508,20 +512,20 @@ class RealESRGAN:
 
     def identity(self) -> dict:
         """What the pairs are a function of besides the seed: the name, every parameter, the
-        sharpened target (``gt_usm``, named when on: runs saved before it existed had none) and
-        the crop's ``margin`` when given. Not the device nor the JPEG coder: both give the same
-        pixels."""
+        sharpened target (``gt_usm``, named when on: runs saved before it existed had none), the
+        crop's ``margin`` when given and the pair pool's size when on. Not the device nor the
+        JPEG coder: both give the same pixels."""
         extra = {} if self.options.gt_usm is False else {"gt_usm": True}
         if self.options.margin is not None:
             extra["margin"] = self.options.margin
+        if self.options.pool_size:
+            extra["pool_size"] = self.options.pool_size
         return {"name": self.name, **asdict(self.params), **extra}
 
     def crop_margin(self, scale: int) -> int:
-        """HR pixels degraded around each patch (``degradation.margin``; null: the LR
-        operator's ``sr.core.degrade.crop_margin``, 2 x scale). A margin leaves the border
-        effects of the filters (USM's 51-pixel Gaussian, the 21-pixel blurs and the final sinc,
-        all reflect-padded at the crop's border) in the patch within their reach of its edge:
-        ``benchmarks/realesrgan_border.py``, docs/data.md."""
+        """HR pixels degraded around each patch (``degradation.margin``; null: the LR operator's
+        ``sr.core.degrade.crop_margin``, 2 x scale); what a margin leaves of the filters' border
+        effects in the patch: ``benchmarks/realesrgan_border.py``, docs/data.md."""
         return crop_margin(scale) if self.options.margin is None else self.options.margin
 
     def least_crop(self, scale: int) -> int:
