@@ -4,7 +4,6 @@ the time budget used and the data position."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -17,9 +16,11 @@ from sr.train.checkpoint import (
     checkpoint_step,
     has_averages,
     has_part,
+    identity_json,
     make_checkpoint,
     read_data_state,
     resume_candidates,
+    stream_changes,
 )
 from sr.train.schedule import lr_at
 from sr.train.step import all_finite
@@ -160,12 +161,7 @@ class CheckpointPolicy:
             seed, identity = saved
             if self.cfg.data.seed is None:
                 self.loader.stream_seed = seed
-            now = self.loader.stream_identity()
-            diff = {
-                k: (identity.get(k), now.get(k))
-                for k in sorted(set(identity) | set(now))
-                if identity.get(k) != now.get(k)
-            }
+            diff = stream_changes(identity, self.loader.stream_identity())
             if diff:
                 log.warning(
                     "the batch stream of this config differs from the checkpoint's (%s): "
@@ -178,7 +174,7 @@ class CheckpointPolicy:
                 self.stream_checkpoint = path
                 log.info("data: continuing the checkpoint's batch stream at batch %d", step)
         self.data_state.seed.assign(self.loader.stream_seed)
-        self.data_state.stream.assign(json.dumps(self.loader.stream_identity(), sort_keys=True))
+        self.data_state.stream.assign(identity_json(self.loader.stream_identity()))
 
     def nonfinite_error(self, step: int, what: str) -> NonFiniteError:
         """The error for a non-finite state found at ``step``: names the step, its learning rate,
