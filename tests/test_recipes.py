@@ -197,6 +197,7 @@ def test_the_real_esrgan_recipes_set_the_papers_data_and_training_choices(compos
         48,
     )
     assert cfg.degradation.margin == 36 and cfg.degradation.margin % d.scale == 0
+    assert cfg.degradation.pool_size == 180 >= d.batch_size  # queue_size
     assert (t.ema, t.ema_warmup, t.guard) == (0.999, False, False)
     if stage == "realesrnet_x4":
         assert t.init_from.endswith("/weights/ESRGAN_SRx4_DF2KOST_official-ff704c30.pth")

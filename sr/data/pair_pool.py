@@ -28,12 +28,15 @@ every checkpoint with the data position).
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 import tensorflow as tf
 
 from sr.degradations.realesrgan import image_seed
+
+log = logging.getLogger(__name__)
 
 POOL_SALT = 0x9001
 """Folded into a batch's first degradation seed: the key of the pool's shuffle at that batch."""
@@ -284,6 +287,8 @@ def replay_from(source, start: int, batch: int, pipeline: int) -> tuple[int, boo
     if not size or on_device(source) or source.checkpoint_iterator or source.service:
         return start, False
     first = rebuild_start(size, batch, start, first_seed(source, batch, pipeline))
+    if first < start:
+        log.info("pair pool: batches %d to %d replayed to rebuild it", first, start - 1)
     return first, first > 0
 
 
