@@ -548,8 +548,8 @@ def pairs_dataset(
 ) -> tf.data.Dataset:
     """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
     :meth:`PatchSource.to_pairs` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's
-    number (``start``, ``start + 1``, ...) -> (``data.service``: run on tf.data service workers,
-    ``sr.data.service``) -> prefetch.
+    number (``start``, ``start + 1``, ...) -> (the pair pool of ``degradation.pool_size``,
+    ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch.
 
     Args:
         source: a prepared source.
