@@ -52,34 +52,47 @@ log = logging.getLogger("train")
 logging.getLogger("absl").setLevel(logging.WARNING)  # checkpoint-writer chatter
 
 
+BAD_INPUT_ERRORS = (
+    ConfigError,
+    RunDirError,
+    ImageFolderError,
+    ServiceError,
+    FileNotFoundError,
+    RunFileError,
+)
+# the errors that end a run with a message and no traceback, and their exit codes, in this order
+EXIT_CODES = (
+    (BAD_INPUT_ERRORS, EXIT_BAD_INPUT),
+    ((NonFiniteError,), EXIT_NONFINITE),
+    ((DivergenceError,), EXIT_DIVERGED),
+    ((ClusterTimeoutError,), EXIT_CLUSTER),
+)
+REPORTED = tuple(error for errors, _ in EXIT_CODES for error in errors)
+
+
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     run_dir = HydraConfig.get().runtime.output_dir
     log.info("run directory %s\n%s", run_dir, describe(cfg))
+    code, final = train(cfg, run_dir)
+    if code:
+        sys.exit(code)
+    return final.get("val/psnr")
+
+
+def train(cfg: DictConfig, run_dir) -> tuple[int, dict]:
+    """``sr.train.app.run`` and the exit code of its outcome (the module docstring's): an error
+    of :data:`EXIT_CODES` is logged (its message, no traceback) and gives its code and ``{}``;
+    a run stopped by signal N gives 128 + N; a finished run 0. Anything else propagates (exit
+    code 1 and a traceback)."""
     try:
         final = run(cfg, run_dir)
-    except (
-        ConfigError,
-        RunDirError,
-        ImageFolderError,
-        ServiceError,
-        FileNotFoundError,
-        RunFileError,
-    ) as e:
+    except REPORTED as e:
         log.error("%s", e)
-        sys.exit(EXIT_BAD_INPUT)
-    except NonFiniteError as e:
-        log.error("%s", e)
-        sys.exit(EXIT_NONFINITE)
-    except DivergenceError as e:
-        log.error("%s", e)
-        sys.exit(EXIT_DIVERGED)
-    except ClusterTimeoutError as e:
-        log.error("%s", e)
-        sys.exit(EXIT_CLUSTER)
+        return next(code for errors, code in EXIT_CODES if isinstance(e, errors)), {}
     if final.get("interrupted"):
-        sys.exit(128 + int(final["interrupted"]))
-    return final.get("val/psnr")
+        return 128 + int(final["interrupted"]), final
+    return 0, final
 
 
 def check_command_line(argv: list[str]) -> None:

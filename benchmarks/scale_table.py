@@ -36,10 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------------------------------
 # inputs: published (P), assumed (A), measured here (M)
 # ------------------------------------------------------------------------------------------------
-# GPU peak dense FLOP/s (P): vendor datasheets. "fp32" is what train.mixed_precision=false runs
+# GPU peak dense FLOP/s (P): vendor datasheets. "fp32" is what train.precision=float32 runs
 # on; TensorFlow runs float32 convolutions as TF32 on Ampere and Hopper by default
 # (tf.config.experimental.enable_tensor_float_32_execution, on unless disabled), so a float32
-# run of this project on an A100/H100 uses the TF32 peak. "mixed" is train.mixed_precision=true.
+# run of this project on an A100/H100 uses the TF32 peak. "mixed" is
+# train.precision=float16 or bfloat16.
 GPUS = {
     "V100 fp32": (15.7e12, "NVIDIA V100 datasheet (SXM2): FP32 15.7 TFLOPS"),
     "V100 mixed": (125e12, "NVIDIA V100 datasheet (SXM2): Tensor Core 125 TFLOPS"),

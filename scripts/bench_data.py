@@ -91,7 +91,10 @@ def run_worker(name: str, a) -> dict:
     if name.startswith("deg_"):
         from sr.bench.degradation_runs import run_deg_worker
 
-        return run_deg_worker(name, a)
+        sys.path.insert(0, str(PROJECT_ROOT))  # the reference rows time a test oracle
+        from tests.oracles.realesrgan import bench_degradation
+
+        return run_deg_worker(name, a, bench_degradation() if "reference" in name else None)
     from sr.bench.pipeline_runs import run_worker as run_pipeline
 
     return run_pipeline(name, a)
@@ -232,7 +235,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--folder",
         type=Path,
-        default=None,
         help="image folder (default: ../shared/datasets/hr_sample re-encoded as PNG)",
     )
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "outputs" / "bench_data")
@@ -243,7 +245,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         nargs="*",
-        default=None,
         help="subset of pipelines (debugging); 'sequence': the sequence section (--sequence)",
     )
     p.add_argument(
@@ -254,7 +255,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sequence-folder",
         type=Path,
-        default=None,
         help="folder of sorted sequences (default: 32 x 40 frames of 1296 x 864 from real photos)",
     )
     p.add_argument("--degradation", action="store_true", help="only the degradation section")

@@ -9,6 +9,8 @@
     python scripts/evaluate.py <run dir>|bicubic <folder> [<folder> ...] --degradation NAME
         --save-lr DIR [--save-lr DIR ...] [--seed S]
     python scripts/evaluate.py <run dir>|bicubic [<folder> ...] [--niqe] [--real DIR [--save DIR]]
+    python scripts/evaluate.py realesr-general-x4v3.pth <folder> [--niqe] [--real DIR]
+        (PyTorch weights, .pth or .safetensors: docs/pytorch.md; results in outputs/<stem>)
 
 Scores every folder of HR images (PNG/JPEG; RGB or gray) at the run's scale with the protocol of
 ``sr.evaluation`` (the trainer's validation: PSNR and SSIM on Y, ``scale`` pixels of border
@@ -86,13 +88,8 @@ from sr.results import (  # noqa: E402
     write_results,
     write_tensorboard,
 )
-from sr.train.checkpoint import (  # noqa: E402
-    RunDirError,
-    add_weights_argument,
-    find_checkpoint,
-    load_model_from_run,
-    model_label,
-)
+from sr.train.checkpoint import RunDirError, add_weights_argument, model_label  # noqa: E402
+from sr.train.pretrained import load_model, source_checkpoint, source_home  # noqa: E402
 
 CHECKPOINT_HELP = (
     "best (default where the run has one: the best validation PSNR), last (the newest "
@@ -105,7 +102,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         prog="evaluate.py",
         description="PSNR/SSIM on Y (paper protocol) of a trained run or of bicubic, per folder.",
     )
-    parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME), or 'bicubic'")
+    parser.add_argument("run", help="run directory of train.py, a .pth/.safetensors, or bicubic")
     parser.add_argument("folders", nargs="*", help="folders of HR images (PNG/JPEG)")
     parser.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     parser.add_argument("--scale", type=int, help="scale for bicubic (a run uses its own)")
@@ -169,8 +166,8 @@ def load_method(args: argparse.Namespace) -> dict:
         tb_dir = out / "tb"
     else:
         run = Path(args.run)
-        model, cfg, step = load_model_from_run(run, args.checkpoint, args.weights)
-        checkpoint, chosen = find_checkpoint(run, args.checkpoint), model.sr_checkpoint
+        model, cfg, step = load_model(run, args.checkpoint, args.weights, say=print)
+        checkpoint, chosen = source_checkpoint(run, args.checkpoint), model.sr_checkpoint
         scale = int(cfg.data.scale)
         if args.scale and args.scale != scale:
             raise ValueError(
@@ -182,7 +179,9 @@ def load_method(args: argparse.Namespace) -> dict:
                 f"run {run} is a Y-channel model, with no RGB output: --rgb applies to bicubic "
                 "(an RGB run reports RGB PSNR always); drop it"
             )
-        out, tb_dir = Path(args.out) if args.out else run, run / "tb"
+        home = source_home(run)  # the run folder, or outputs/<stem> for a weight file
+        out = Path(args.out) if args.out else home
+        tb_dir = (run if home == run else out) / "tb"
         window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
     label = BICUBIC if model is None else model_label(model)
     return dict(

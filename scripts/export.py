@@ -1,8 +1,17 @@
-"""Export a trained run: a TensorFlow SavedModel, a TFLite (LiteRT) model or an ONNX model.
+"""Export a trained run or a PyTorch weight file: a TensorFlow SavedModel, a TFLite (LiteRT)
+model, an ONNX model, or PyTorch weights (``.safetensors``).
 
     python scripts/export.py <run dir> <output folder> [--format savedmodel|tflite|onnx]
         [--size 256] [--quantize int8 --calibration DIR] [--calibration DIR]
         [--checkpoint best|last|ckpt-N] [--weights auto|ema|live]
+    python scripts/export.py RealESRGAN_x4plus.pth <output folder> --format tflite|onnx|...
+    python scripts/export.py <run dir> <output folder> --format safetensors
+
+A ``.pth`` / ``.safetensors`` file in place of the run is read as PyTorch weights (its
+architecture, hyperparameters and parameter count printed; docs/pytorch.md). ``--format
+safetensors`` writes ``model.safetensors``, the reference architecture's state dict, which
+BasicSR's class (``strict=True``) and spandrel load, checked by reading it back
+(``sr.deploy.pytorch``).
 
 ``--format savedmodel`` (the default) writes the whole upscaling: the ``serving_default``
 signature takes ``lr``: uint8 RGB ``[1, H, W, 3]`` (H, W >= 3) and returns ``sr``: uint8 RGB
@@ -57,13 +66,14 @@ from sr.deploy import (  # noqa: E402
     export_model,
     require,
 )
+from sr.deploy.pytorch import STATE_DICT, export_state_dict  # noqa: E402
 from sr.train.checkpoint import (  # noqa: E402
     RunDirError,
     add_weights_argument,
-    load_model_from_run,
     load_run_config,
     model_label,
 )
+from sr.train.pretrained import is_weight_file, load_model  # noqa: E402
 
 
 def export(
@@ -97,10 +107,13 @@ def export(
             1), or options that do not go together (``--quantize`` without tflite or without
             ``--calibration``).
     """
+    if fmt == STATE_DICT:
+        return export_weights(run_dir, out_dir, checkpoint, weights, quantize)
     check_request(fmt, quantize, calibration, size)
     require(fmt)
     check_out(out_dir)  # a non-empty output is refused now, before loading anything
-    frames = int(load_run_config(run_dir).data.get("frames", 1))
+    file = is_weight_file(run_dir)
+    frames = 1 if file else int(load_run_config(run_dir).data.get("frames", 1))
     if frames > 1:
         raise ValueError(
             f"run {run_dir} is a multi-frame run (data.frames={frames}): its model reads a window "
@@ -108,24 +121,37 @@ def export(
             f"exported; upscale sequences with scripts/upscale.py {run_dir} <folder of sequences> "
             "<output folder>"
         )
-    model, cfg, step = load_model_from_run(run_dir, checkpoint, weights)
-    source = {
-        "weights": model_label(model),
-        "step": int(step),
-        "run": str(run_dir),
-        "checkpoint": str(model.sr_checkpoint),
-    }
+    model, cfg, step = load_model(run_dir, checkpoint, weights, say=print)
     scale = int(cfg.data.scale)
+    source = describe_source(model, step, run_dir)
     return export_model(model, out_dir, fmt, scale, size, quantize, calibration, source)
+
+
+def describe_source(model, step: int, run_dir) -> dict:
+    """``export.json``'s ``source``: the weights, step, run (or weight file) and checkpoint."""
+    key = "file" if is_weight_file(run_dir) else "run"
+    return {"weights": model_label(model), "step": int(step), key: str(run_dir),
+            "checkpoint": str(model.sr_checkpoint)}  # fmt: skip
+
+
+def export_weights(run_dir, out_dir, checkpoint, weights, quantize) -> dict:
+    """``--format safetensors``: the model as the reference's PyTorch state dict."""
+    if quantize:
+        raise ValueError("--quantize is for --format tflite; a state dict is written in float32")
+    check_out(out_dir)
+    model, cfg, step = load_model(run_dir, checkpoint, weights, say=print)
+    return export_state_dict(model, cfg, out_dir, describe_source(model, step, run_dir))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="export.py", description="Export a run: SavedModel, TFLite or ONNX, checked."
     )
-    parser.add_argument("run", help="run directory of train.py (outputs/DATE/TIME)")
+    parser.add_argument("run", help="run directory of train.py, or a .pth / .safetensors file")
     parser.add_argument("out", help="export folder to create")
-    parser.add_argument("--format", default="savedmodel", choices=FORMATS, dest="fmt")
+    parser.add_argument(
+        "--format", default="savedmodel", choices=(*FORMATS, STATE_DICT), dest="fmt"
+    )
     parser.add_argument(
         "--size", type=int, default=DEFAULT_SIZE, help="TFLite: the LR input side (default 256)"
     )
@@ -156,6 +182,13 @@ def main(argv=None) -> int:
         print(f"export.py: error: {e}", file=sys.stderr)
         return 2
     src, check = r["source"], r.get("check")
+    if r["format"] == STATE_DICT:
+        print(
+            f"exported {args.run} (checkpoint {src['checkpoint']}, step {src['step']}) to "
+            f"{args.out}/{r['file']}: {r['arch']} x{r['scale']} {r['channels']}, "
+            f"{check['tensors']} tensors, read back identical"
+        )
+        return 0
     agreed = f"; against Keras {check['psnr_db']} dB PSNR" if check else ""
     print(
         f"exported {args.run} (checkpoint {src['checkpoint']}, step {src['step']}, "

@@ -1,8 +1,13 @@
-"""Upscale your own images with a trained run, or with its TFLite or ONNX export.
+"""Upscale your own images with a trained run, a PyTorch weight file, or a TFLite or ONNX export.
 
     python scripts/upscale.py <run dir> <input image or folder> <output path or folder>
         [--checkpoint best|last|ckpt-N] [--weights auto|ema|live] [--tile 256] [--overlap N]
+    python scripts/upscale.py RealESRGAN_x4plus.pth <input> <output> [--tile 256]
     python scripts/upscale.py <export folder> <input> <output> --backend tflite|onnx
+
+A ``.pth`` or ``.safetensors`` file in place of the run is read as PyTorch weights
+(``sr.train.pretrained``, docs/pytorch.md): its architecture, hyperparameters and parameter
+count are printed, and it runs on R, G and B as an RGB run does.
 
 ``--backend keras`` (the default) runs the run's checkpoint; ``--backend tflite`` or ``onnx``
 runs an export folder of ``scripts/export.py --format tflite|onnx`` with the LiteRT interpreter
@@ -59,6 +64,7 @@ from sr.train.checkpoint import (  # noqa: E402
     load_run_config,
     model_label,
 )
+from sr.train.pretrained import is_weight_file, load_model  # noqa: E402
 from sr.upscaling import (  # noqa: E402
     DEFAULT_TILE,
     plan,
@@ -73,7 +79,9 @@ BACKENDS = ("keras", "tflite", "onnx")
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="upscale.py", description="Upscale images by a run.")
     parser.add_argument(
-        "run", help="run directory of train.py; with --backend tflite|onnx an export folder"
+        "run",
+        help="run directory of train.py, or a PyTorch weight file (.pth, .safetensors); with "
+        "--backend tflite|onnx an export folder",
     )
     parser.add_argument(
         "input",
@@ -116,7 +124,7 @@ def main(argv=None) -> int:
         source, target = Path(args.input).expanduser(), Path(args.output).expanduser()
         if args.backend != "keras":
             return upscale_exported(args, plan(source, target, into_folder))
-        window = run_window(load_run_config(args.run))
+        window = None if is_weight_file(args.run) else run_window(load_run_config(args.run))
         if window is not None and (window[0] > 1 or source.is_dir()):
             jobs = plan_sequences(source, target)
             model, cfg, step = load_model_from_run(args.run, args.checkpoint, args.weights)
@@ -124,7 +132,7 @@ def main(argv=None) -> int:
             upscaler = SequenceUpscaler(model, int(cfg.data.scale), frames, overlap=args.overlap)
         else:
             pairs = plan(source, target, into_folder)
-            model, cfg, step = load_model_from_run(args.run, args.checkpoint, args.weights)
+            model, cfg, step = load_model(args.run, args.checkpoint, args.weights, say=print)
             upscaler = Upscaler(model, int(cfg.data.scale), overlap=args.overlap)
     except (RunDirError, ImageFolderError, ValueError, MissingExtraError) as e:
         print(f"upscale.py: error: {e}", file=sys.stderr)
@@ -149,6 +157,8 @@ def main(argv=None) -> int:
             return 1
         return 0
     what = f"{model_label(model)} (step {step}) of checkpoint {model.sr_checkpoint}"
+    if is_weight_file(args.run):
+        what = f"{model.name} of the weight file {args.run}"
     return report(upscaler, pairs, args, what)
 
 

@@ -13,6 +13,7 @@ of the ``sr`` package), so that default paths work from any working directory.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +21,19 @@ from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.errors import (
+    ConfigCompositionException,
+    InstantiationException,
+    OverrideParseException,
+)
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
-from sr.core.schema import bounded, check_node, composition_error
+from sr.core.schema import bounded, check_node, composition_error, override_parse_error
 from sr.data import SOURCES, PatchSource
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import schema_fields
+from sr.models.discriminator import DOWNSAMPLING
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -57,15 +63,6 @@ def _ema(value) -> str | None:
     if _unit_open(value) is None:
         return None
     return "must be null (no weight averaging) or a decay in (0, 1) such as 0.999"
-
-
-def _init_checkpoint(value) -> str | None:
-    """Why ``value`` is not a ``train.init_checkpoint``, or None."""
-    if isinstance(value, str) and (
-        value in ("best", "last") or re.fullmatch(r"ckpt-[0-9]+", value) is not None
-    ):
-        return None
-    return "must be null, best, last or ckpt-N (a checkpoint of the run's checkpoints/ folder)"
 
 
 def _guard_lr_factor(value) -> str | None:
@@ -101,7 +98,10 @@ class TrainConfig:
     max_to_keep: int = _count(3)  # checkpoints kept
     val_images: int = _count(3, minimum=0)  # validation images shown in TensorBoard
     xla: bool = False  # jit_compile the train step
-    mixed_precision: bool = False  # float16 compute on a GPU (ignored on CPU)
+    # the layers' compute dtype (variables stay float32): bfloat16 on a CPU with AMX or
+    # AVX512-BF16, a TPU or a GPU of compute capability >= 8.0, else float32 with a warning;
+    # float16 (with loss scaling) on a GPU (docs/training.md, "Precision")
+    precision: str = bounded("float32", choices=("float32", "bfloat16", "float16"))
     # wall-time budget of the loop (summed over resumes): the LR schedule runs over it, and the
     # run stops when it ends (saved, validated)
     max_minutes: float | None = _positive(None)
@@ -111,13 +111,11 @@ class TrainConfig:
     # the average's decay warms up, min(ema, (1 + n) / (10 + n)) after n updates; false: ema from
     # the first update, as BasicSR (Real-ESRGAN's recipes)
     ema_warmup: bool = bounded(True, choices=(True, False))
-    # a run directory: start a new run from its weights (of train.init_checkpoint; its train.ema
-    # averages where it has them) with a fresh step, optimizer and data position; its model,
-    # data.scale and data.channels must be this run's (not resume=, which continues it)
+    # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
+    # train.ema averages where it has them) with a fresh step, optimizer and data position; its
+    # model, data.scale and data.channels must be this run's (not resume=, which continues it);
+    # RUN/checkpoints/ckpt-N (or last, its newest) starts from that checkpoint of its rotation
     init_from: str | None = None
-    # which checkpoint of the init_from run: best (checkpoints/best), last (the newest of the
-    # rotation: a finished run's final weights), ckpt-N; null: best if the run has one, else last
-    init_checkpoint: str | None = bounded(None, check=_init_checkpoint)
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = bounded("stop", choices=("stop", "skip"))
     deterministic_ops: bool = False  # TensorFlow op determinism: bit-identical, slower on GPU
@@ -148,6 +146,9 @@ class TrainConfig:
     # validation PSNR more than this many dB below the best so far, judged as soon as a best
     # exists (a resumed run: its checkpoints/best)
     guard_val_drop: float = _positive(3.0)
+    # the GAN stage (discriminator=unet_sn): validation PSNR more than this many dB below the
+    # stage's start (its train.init_from weights); a GAN gives up a dB or two for texture
+    guard_gan_val_drop: float = _positive(5.0)
     # each rollback multiplies the learning rate by this, in (0, 1)
     guard_lr_factor: float = bounded(0.5, check=_guard_lr_factor)
     guard_max_rollbacks: int = _count(3, minimum=0)  # one more divergence stops the run (exit 4)
@@ -235,7 +236,8 @@ MODEL_GROUP_SCHEMAS = {
 }
 DEGRADATION_SCHEMAS = {"base_degradation": DegradationConfig, "base_realesrgan": RealESRGANConfig}
 
-# Keys that moved into a config group: an override naming one is refused with the new name.
+# Keys that moved (into a config group, or another key): an override naming one is refused with
+# the new name.
 MOVED_KEYS = {
     "train.loss": "the loss is the config group `loss`: choose it as loss=<name>, e.g. "
     "loss=charbonnier (conf/loss/)",
@@ -243,6 +245,9 @@ MOVED_KEYS = {
     "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
     "data.flip": "random flips are data.flips=hv|h|none (vertical and horizontal, horizontal "
     "only, none): data.flip=false is data.flips=none",
+    "train.mixed_precision": "the compute precision is train.precision=float32|bfloat16|float16 "
+    "(train.mixed_precision=true was train.precision=float16: float16 with loss scaling on a "
+    "GPU; train.precision=bfloat16 also runs on a CPU with AMX or AVX512-BF16)",
 }
 
 
@@ -260,9 +265,9 @@ def check_overrides(overrides) -> None:
 
     Raises:
         ConfigError: for ``train.loss=...``, ``train.beta_1=...``, ``train.beta_2=...`` or
-            ``data.flip=...``
-            (also with ``+``, ``++`` or ``~``); for ``<group>=<option>`` (a sweep's options too)
-            without ``conf/<group>/<option>.yaml``.
+            ``train.mixed_precision=...`` or ``data.flip=...`` (also with ``+``, ``++`` or ``~``);
+            for ``<group>=<option>`` (a sweep's options too) without
+            ``conf/<group>/<option>.yaml``.
     """
     for override in overrides:
         text = str(override)
@@ -290,7 +295,8 @@ def validate_train(cfg: DictConfig) -> None:
     ``lr_decay_steps``) is an integer >= 1; ``lr_warmup_steps`` and ``val_images`` >= 0; ``lr``
     a finite number > 0; ``max_minutes`` and ``clip_norm`` null or > 0; ``ema`` null or in
     (0, 1); ``guard_from`` and ``guard_max_rollbacks`` integers >= 0, ``guard_loss_factor``,
-    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` > 0,
+    ``guard_step_factor`` and ``guard_explode_factor`` > 1, ``guard_val_drop`` and
+    ``guard_gan_val_drop`` > 0,
     ``guard_lr_factor`` in (0, 1);
     ``optimizer.beta_1`` and ``optimizer.beta_2`` in [0, 1), ``optimizer.weight_decay`` >= 0;
     ``loss.eps`` > 0.
@@ -349,7 +355,10 @@ def validate(cfg: DictConfig) -> None:
     validate_train(cfg)
     schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
     if schema is not None:  # a builder of one's own checks its own arguments
-        check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        try:
+            check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
+        except ConfigError as e:
+            raise followed_key_error(e, cfg.model, "model") from None
     if cfg.get("discriminator") is not None:
         check_node(
             OmegaConf.to_container(cfg.discriminator, resolve=True),
@@ -360,12 +369,30 @@ def validate(cfg: DictConfig) -> None:
     build_degradation(cfg)
 
 
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
+
+
+def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> ConfigError:
+    """``error`` about a key of ``group`` that follows another key by interpolation
+    (``model.frames: ${oc.select:data.frames,1}``) restated for the key the user typed:
+    ``data.frames must be an integer >= 1, got 0 (model.frames follows it)``."""
+    text = str(error)
+    for key, value in OmegaConf.to_container(node, resolve=False).items():
+        source = _FOLLOWS.fullmatch(value) if isinstance(value, str) else None
+        if source and text.startswith(f"{group}.{key} "):
+            rest = text[len(f"{group}.{key}") :]
+            return ConfigError(f"{source[1]}{rest} ({group}.{key} follows it)")
+    return error
+
+
 def check_adversary(cfg: DictConfig) -> None:
-    """A GAN loss needs a discriminator, and a discriminator a GAN loss.
+    """A GAN loss needs a discriminator, and a discriminator a GAN loss and HR patches it can
+    halve three times (``sr.models.discriminator.DOWNSAMPLING``).
 
     Raises:
-        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan``, or
-            ``loss=realesrgan`` (a GAN weight above 0) with ``discriminator=none``.
+        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan`` or with a
+            ``data.patch_size`` that is not a multiple of 8, or ``loss=realesrgan`` (a GAN
+            weight above 0) with ``discriminator=none``.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
     gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
@@ -373,6 +400,16 @@ def check_adversary(cfg: DictConfig) -> None:
         raise ConfigError(
             "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
             "choose discriminator=none)"
+        )
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
+    if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
+        scale = OmegaConf.select(cfg, "data.scale", default=1)
+        step = math.lcm(DOWNSAMPLING, scale if isinstance(scale, int) and scale > 0 else 1)
+        near = sorted({max(step, patch // step * step), -(-patch // step) * step})
+        raise ConfigError(
+            f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
+            f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
+            f"use {' or '.join(map(str, near))}"
         )
     if gan and not has_d and float(cfg.loss.gan_weight) > 0:
         raise ConfigError(
@@ -394,6 +431,8 @@ def load(*overrides: str) -> DictConfig:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
         raise composition_error(e) from e
+    except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
+        raise override_parse_error(e) from e
     validate(cfg)
     return cfg
 

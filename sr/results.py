@@ -70,7 +70,13 @@ from tqdm import tqdm
 
 from sr.core.color import gray_of
 from sr.core.degrade import bicubic_upscale, min_hr_size, quantize
-from sr.core.images import ImageFolderError, image_size, list_images, load_image
+from sr.core.images import (
+    ImageFolderError,
+    check_output_folder,
+    image_size,
+    list_images,
+    load_image,
+)
 from sr.evaluation import (
     METRICS,
     NIQE_METRICS,
@@ -162,10 +168,11 @@ def evaluate(
             sequence, or a missing, ambiguous or wrongly sized LR image (all named, before any
             scoring).
         ValueError: for an image too small for the scale, two folders of one name, LR folders
-            not one per folder, or LR folders, RGB PSNR or NIQE with sequences.
+            not one per folder, LR folders, RGB PSNR or NIQE with sequences, or a ``save`` file.
     """
     named, real = folder_names(folders), list(real)
     folder_names([*named.values(), *real])  # one name per folder, HR and real alike
+    check_output_folder(save, "--save")
     paired = _paired_files(named, lr_dirs, scale, sequences)
     method = (scale, label, step, checkpoint)
     real_results = evaluate_real(model, real, *method, save, progress) if real else {}

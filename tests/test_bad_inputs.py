@@ -327,13 +327,13 @@ def test_an_lr_partner_of_the_wrong_size_names_both_sizes(tmp_path, lr_name):
             ("data.scale=3", "data.patch_size=100"),
             "data.patch_size 100 is not a multiple of data.scale 3: use 99",
         ),
-        (("data.batch_size=-4",), "data.batch_size must be a number >= 1, got -4"),
-        (("data=generator", "data.batch_size=-1"), "data.batch_size must be a number >= 1"),
+        (("data.batch_size=-4",), "data.batch_size must be an integer >= 1, got -4"),
+        (("data=generator", "data.batch_size=-1"), "data.batch_size must be an integer >= 1"),
         (("data=generator", "data.pool_memory_mb=0"), "data.pool_memory_mb must be a number >= "),
         (("data=generator", "data.pool_memory_mb=-5"), "data.pool_memory_mb must be a number"),
         (("data=generator", "data.shuffle_buffer=-1"), None),  # a key of the other mode
-        (("data.write_workers=0",), "data.write_workers must be a number >= 1, got 0"),
-        (("data.patch_size=0",), "data.patch_size must be a number >= 1, got 0"),
+        (("data.write_workers=0",), "data.write_workers must be an integer >= 1, got 0"),
+        (("data.patch_size=0",), "data.patch_size must be an integer >= 1, got 0"),
     ],
 )
 def test_data_values_out_of_range_are_refused_before_any_folder_is_read(

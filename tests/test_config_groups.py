@@ -56,7 +56,10 @@ def all_pairs(combinations: list[tuple]) -> list[tuple]:
 
 
 PAIRWISE = all_pairs(COMBINATIONS)
-GAN_EXPERIMENTS = {"cpu20_realesrgan", "realesrgan_x4"}  # with a discriminator: its loss only
+GAN_EXPERIMENTS = {  # with a discriminator: its loss only
+    "cpu20_realesrgan", "realesrgan_x4", "finetune_realesrgan_x4plus",
+    "finetune_realesrgan_x4plus_cpu",
+}  # fmt: skip
 EXPERIMENTS = [
     with_discriminator((f"experiment={e}", f"loss={loss}", f"optimizer={opt}"))
     for e in options("experiment")
@@ -140,6 +143,7 @@ def test_no_loss_or_optimizer_yaml_restates_a_schema_default(hydra_conf):
         ("train.beta_1=0.5", "optimizer.beta_1="),
         ("++train.beta_2=0.5", "optimizer.beta_2="),
         ("data.flip=false", "data.flips=none"),
+        ("train.mixed_precision=false", "train.precision="),
     ],
 )
 def test_an_old_key_is_refused_naming_the_new_group(override, names):

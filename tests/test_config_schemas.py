@@ -187,6 +187,21 @@ def _train_script():
         (["model=foo", "hydra.run.dir=x"], "the model group has no option 'foo'"),
         (["-m", "model=espcn,foo"], "the model group has no option 'foo'"),  # a sweep's too
         (["train.steps=abc"], "(key train.steps of TrainConfig)"),
+        (  # the U-Net discriminator's three halvings: not a Keras shape error at step 1
+            ["loss=realesrgan", "discriminator=unet_sn", "data.patch_size=100"],
+            "data.patch_size=100: discriminator=unet_sn halves the HR patch three times and "
+            "joins its U-Net's skips, so the patch must be a multiple of 8: use 96 or 104",
+        ),
+        (  # the key the user typed, not the model's key that follows it
+            ["data=sequence", "model=espcn_mf", "data.frames=0"],
+            "data.frames must be an integer >= 1, got 0 (model.frames follows it)",
+        ),
+        (  # Hydra's lexer error, with how to quote
+            ["data.hr_dir=/data/café"],
+            "data.hr_dir=/data/café: Hydra's override grammar cannot read the letter(s) é of this "
+            "value unquoted (LexerNoViableAltException); quote it for Hydra, and that for the "
+            "shell: \"data.hr_dir='/data/café'\"",
+        ),
     ],
 )
 def test_train_py_refuses_a_bad_command_line_before_hydra_writes(argv, message):

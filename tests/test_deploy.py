@@ -25,9 +25,11 @@ MODELS = {
     "edsr_lite": ("model=edsr_lite", "model.features=8", "model.blocks=2"),
     "rlfn": ("model=rlfn", "model.features=8", "model.blocks=1"),
     "span": ("model=span", "model.features=8", "model.blocks=2"),
+    # two nearest x2 stages: its TFLite conversion needs the static signature (to_tflite)
+    "rrdbnet": ("model=rrdbnet", "model.features=8", "model.blocks=1", "model.growth=4"),
 }
 SIZE = 32  # the TFLite exports' LR side in these tests (RLFN: its fallback overlap is 32)
-SIZES = {"edsr_lite": SIZE, "span": SIZE, "rlfn": 96}
+SIZES = {"edsr_lite": SIZE, "span": SIZE, "rlfn": 96, "rrdbnet": 80}  # > 2 x its 21-pixel overlap
 
 
 @pytest.fixture(scope="module")

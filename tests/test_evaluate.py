@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 
@@ -197,12 +198,29 @@ def test_a_chosen_checkpoint_and_output_folder(tmp_path, compose, photo_dir):
         (["{tmp}", "{photos}"], "is not a run directory of train.py"),
         (["bicubic", "{tmp}/missing", "--scale", "4"], "missing does not exist"),
         (["bicubic", "{photos}", "{tmp}/other/hr", "--scale", "4"], "are both named 'hr'"),
+        (  # before any upscaling: not a NotADirectoryError after all of it (issue 37)
+            ["{run}", "--real", "{photos}", "--save", "{tmp}/notes.txt"],
+            "--save {tmp}/notes.txt is a file, not a folder: give a folder (new or existing)",
+        ),
+        (
+            ["{run}", "--real", "{photos}", "--save", "{tmp}/notes.txt/real"],
+            "--save {tmp}/notes.txt/real is a file, not a folder (its parent {tmp}/notes.txt is)",
+        ),
+        (  # a folder of sequences given to the single-image protocol
+            ["bicubic", "{tmp}/clips", "--scale", "4"],
+            "holds no .png, .jpg or .jpeg file, but 1 subfolder(s) of images (clip_001): a folder "
+            "of sequences? Score it frame by frame with evaluate.py --sequences",
+        ),
     ],
 )
 def test_errors_name_the_fault(tmp_path, compose, photo_dir, capsys, argv, message):
     run = make_run(compose, tmp_path / "run")
     (tmp_path / "other" / "hr").mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    (tmp_path / "clips" / "clip_001").mkdir(parents=True)
+    shutil.copy(next(photo_dir.iterdir()), tmp_path / "clips" / "clip_001" / "0001.png")
     values = {"run": run, "photos": photo_dir, "tmp": tmp_path}
+    message = message.format(**values)
     argv = [a.format(**values) for a in argv] + ["--out", str(tmp_path / "out"), "--no-progress"]
     assert evaluate.main(argv) == 2
     err = capsys.readouterr().err

@@ -311,6 +311,7 @@ def test_every_allowed_choice_is_one_the_trainer_handles(compose):
         ("train.beta_1=0.5", "optimizer.beta_1="),
         ("+train.beta_2=0.5", "optimizer.beta_2="),
         ("~train.loss", "loss="),
+        ("train.mixed_precision=true", "train.precision=float32|bfloat16|float16"),
     ],
 )
 def test_a_key_that_moved_is_refused_naming_its_group(override, names):

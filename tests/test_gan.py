@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import re
 
 import keras
 import numpy as np
@@ -149,11 +151,23 @@ def test_the_collapse_rule_and_term_window():
     window.add(tf.constant([float("nan")] * 7))  # a non-finite step is not averaged in
     part = AdversarialTraining.__new__(AdversarialTraining)
     part.guard_on, part.collapse_loss, part.means = True, 0.05, window.read()
+    part.explode_loss, part.d_lr = 100.0, 1e3
     verdict = part.judge(500)
     assert verdict.startswith("discriminator collapse: its mean loss in the window to step 500")
     assert "0.007" in verdict and "D(real) +6.00" in verdict
+    assert "discriminator.collapse_loss (now 0.05)" in part.advice(verdict)
     part.means = {"d_real_loss": 0.6, "d_fake_loss": 0.7, "d_real": 0.2, "d_fake": -0.1}
     assert part.judge(750) is None and part.judge(760) is None  # judged once per window
+    # the issue's case: discriminator.lr=1e3 drives its loss to about 1e8
+    part.means = {"d_real_loss": 1.5e8, "d_fake_loss": 0.0, "d_real": -1.5e8, "d_fake": -1.4e8}
+    verdict = part.judge(800)
+    assert verdict.startswith("discriminator explosion: its mean loss in the window to step 800")
+    assert "1.5e+08, above discriminator.explode_loss=100" in verdict
+    advice = part.advice(verdict)
+    assert "a lower discriminator.lr (now 1000)" in advice and "explode_loss" in advice
+    part.means = {"d_real_loss": float("inf"), "d_fake_loss": 0.7, "d_real": 0.0, "d_fake": 0.0}
+    assert part.judge(900).startswith("discriminator explosion")
+    assert part.advice("loss spike: ...") is None  # the trainer's train.lr advice
 
 
 GAN_GROUPS = ("loss=realesrgan", "discriminator=unet_sn")
@@ -247,6 +261,9 @@ def test_two_stages_the_second_from_the_firsts_weights(gan_data, tmp_path, compo
                      f"train.init_from={esrnet}")  # fmt: skip
     final = run(stage2, tmp_path / "esrgan")
     assert f"train.init_from={esrnet}: the live weights" in caplog.text
+    # the stage's start, the reference of its validation rule: the init_from weights' PSNR
+    start = re.search(r"GAN stage: it starts at ([\d.]+) dB on the validation images", caplog.text)
+    assert start and "validation of the train.init_from weights step 0" in caplog.text
     assert "perceptual term uses a VGG19 with random weights" in caplog.text
     assert np.isfinite(final["val/niqe"]) and final["rollbacks"] == 0
     best = tmp_path / "esrgan" / "checkpoints" / "best"
@@ -279,15 +296,17 @@ def test_a_gan_run_resumes_exactly(gan_data, tmp_path, compose):
 
 
 @pytest.mark.slow
-def test_the_guard_of_a_gan_ignores_psnr_and_rolls_back_on_a_pixel_loss_spike(
+def test_the_guard_of_a_gan_judges_psnr_against_its_start_and_pixel_loss_spikes(
     gan_data, tmp_path, compose, monkeypatch, caplog
 ):
-    """A GAN run's validation PSNR falling by 20 dB is no collapse; a spike of the pixel loss
-    (forced at step 6) rolls back to ckpt-4 with the discriminator's state."""
+    """A GAN run's validation PSNR falling by 4 dB from its start (its first validation here:
+    no train.init_from) is its trade, not a collapse; a spike of the pixel loss (forced at step
+    6) rolls back to ckpt-4 with the discriminator's state; the final validation 10 dB below the
+    start is a collapse, and the run ends on step 6's checkpoint."""
     from sr.train import validation
     from sr.train.app import run
 
-    scores = iter([30.0, 10.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+    scores = iter([30.0, 28.0, 26.0, 20.0, 27.0])  # steps 2, 4, 6 (replayed), 8, 6 again
     evaluate = validation.evaluate_source
 
     def falling(*args, **kwargs):
@@ -306,7 +325,38 @@ def test_the_guard_of_a_gan_ignores_psnr_and_rolls_back_on_a_pixel_loss_spike(
 
     monkeypatch.setattr(DivergenceGuard, "window", window)
     final = run(compose(*tiny(gan_data, tmp_path), *GAN, "train.steps=8"), tmp_path / "run")
-    assert final["rollbacks"] == 1
-    assert "validation collapse" not in caplog.text
+    assert final["rollbacks"] == 2 and final["step"] == 6 and final["val/psnr"] == 27.0
     assert "test pixel-loss spike at step 6. Rollback 1" in caplog.text
     assert "restored checkpoints/ckpt-4 (step 4)" in caplog.text
+    assert (
+        "validation collapse of the GAN stage: PSNR 20.00 dB at step 8 is more than "
+        "train.guard_gan_val_drop=5 dB below the stage's start, 30.00 dB"
+    ) in caplog.text
+    assert "restored checkpoints/ckpt-6 (step 6)" in caplog.text
+    assert caplog.text.count("validation collapse") == 1  # 28 and 26 dB: the GAN's trade
+
+
+@pytest.mark.slow
+def test_a_destroyed_discriminator_rolls_back_then_stops_train_py_with_exit_4(gan_data, tmp_path):
+    """The issue's case as a user runs it: ``train.py`` with ``discriminator.lr=1e3``, whose
+    loss leaves its balance (1.39) for millions in the second step. Before, the run ended with
+    exit 0 and no word; now the discriminator's explosion rolls back to ckpt-1 and, diverging
+    again, stops the run with exit code 4, the advice naming the discriminator's keys."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    cmd = [
+        sys.executable, str(ROOT / "train.py"), *tiny(gan_data, tmp_path, "data.val_dir=null"),
+        *GAN, "discriminator.lr=1e3", "train.steps=4", "train.log_every=1", "train.ckpt_every=1",
+        "train.guard_max_rollbacks=1", f"hydra.run.dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 4, log[-3000:]
+    assert "discriminator explosion: its mean loss in the window to step 2" in log
+    assert "Rollback 1 of train.guard_max_rollbacks=1: restored checkpoints/ckpt-1" in log
+    assert "the run diverged at step 2" in log
+    assert "a lower discriminator.lr (now 1000)" in log and "discriminator.explode_loss" in log

@@ -33,6 +33,7 @@ from tests.test_resume import assert_same_state
         ("guard_loss_factor", 1.0, "train.guard_loss_factor must be a number > 1"),
         ("guard_explode_factor", 0.5, "train.guard_explode_factor must be a number > 1"),
         ("guard_val_drop", 0.0, "train.guard_val_drop must be a number > 0"),
+        ("guard_gan_val_drop", -1.0, "train.guard_gan_val_drop must be a number > 0"),
         ("guard_max_rollbacks", -1, "train.guard_max_rollbacks must be an integer >= 0"),
     ],
 )

@@ -132,6 +132,36 @@ def test_a_collapse_is_judged_as_soon_as_a_best_exists_and_early_noise_is_not_on
     assert DivergenceGuard(GuardSettings()).validation(100, 5.0) is None  # no best: nothing
 
 
+def test_the_gan_stage_is_judged_against_its_start_with_its_own_margin():
+    """The GAN stage (``reference="start"``) from weights at 21.0 dB: it may give up a few dB
+    for texture (19.5, then 16.5: 4.5 dB below), a later higher PSNR does not move the start,
+    and the issue's collapse to 9.5 dB is a verdict naming train.guard_gan_val_drop; the
+    reference is checkpointed (memory) and taken back on a resume."""
+    g = DivergenceGuard(GuardSettings(stage_drop=5.0), reference="start")
+    g.start_psnr = 21.0  # measured on the train.init_from weights before the first step
+    g.begin(0, 0.1)
+    assert g.validation(100, 19.5) is None
+    assert g.validation(200, 23.0) is None  # the start stays the reference
+    assert g.validation(300, 16.5) is None  # 4.5 dB below the start: a GAN's trade
+    verdict = g.validation(400, 9.5)
+    assert verdict.startswith("validation collapse of the GAN stage: PSNR 9.50 dB at step 400")
+    assert "train.guard_gan_val_drop=5 dB below the stage's start, 21.00 dB" in verdict
+    assert g.target([100, 200, 300]) == 300
+    assert g.validation(500, float("nan")) is not None
+    assert g.memory()[2] == 21.0 and g.best_psnr == -math.inf
+    resumed = DivergenceGuard(GuardSettings(stage_drop=5.0), reference="start")
+    resumed.remember(g.memory())
+    resumed.best_psnr = 30.0  # best.json's PSNR (the NIQE rule's checkpoint): not the reference
+    assert resumed.start_psnr == 21.0 and resumed.validation(600, 15.5) is not None
+    # a stage from random weights: its first validation is the start
+    fresh = DivergenceGuard(GuardSettings(stage_drop=5.0), reference="start")
+    assert fresh.validation(100, 12.0) is None and fresh.start_psnr == 12.0
+    assert fresh.validation(200, 6.5) is not None
+    off = DivergenceGuard(GuardSettings(enabled=False), reference="start")
+    off.start_psnr = 21.0
+    assert off.validation(100, 1.0) is None  # train.guard=false
+
+
 def test_the_target_is_the_newest_checkpoint_before_the_first_suspect_step():
     g = guard(val_drop=3.0)
     for step in (500, 1000, 1500, 2000):

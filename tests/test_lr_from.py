@@ -138,7 +138,7 @@ def test_the_stream_of_each_order_is_its_own(compose, photo_dir, tmp_path):
 @pytest.mark.parametrize(
     "overrides, words",
     [
-        (("data=generator", "data.lr_from=bgr"), "data.lr_from='bgr': choose one of y, rgb"),
+        (("data=generator", "data.lr_from=bgr"), "data.lr_from must be one of y, rgb, got 'bgr'"),
         (("data=tfrecord", "data.lr_from=rgb", "data.lr_dir=/tmp"), "drop one of them"),
         (("data=sequence", "model=espcn_mf", "data.lr_from=rgb"), "set data.lr_from=y"),
     ],

@@ -67,7 +67,7 @@ def test_cli_names_an_empty_folder(tmp_path, main):
 def test_cli_verify_reads_every_record_and_names_a_corrupt_shard(photo_dir, tmp_path, main):
     out_dir = tmp_path / "shards"
     args = [f"data.hr_dir={photo_dir}", f"data.tfrecord_dir={out_dir}", "data.num_shards=3"]
-    code, out = run("--verify", *args, cwd=tmp_path)  # --verify alone: N=0, not an override
+    code, out = main("--verify", *args)  # --verify alone: N=0, not an override
     assert code == 0, out
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert f"checked all {manifest['records']} records of 3 shards" in out

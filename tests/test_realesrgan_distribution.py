@@ -1,5 +1,5 @@
 """The batched graph (``sr.degradations.realesrgan``) against the per-image NumPy/OpenCV reference
-(``benchmarks/realesrgan_reference.py``): the same distribution of degraded LR, so that the two
+(``tests/oracles/realesrgan.py``): the same distribution of degraded LR, so that the two
 cannot drift apart again; and the batched draws against one image at a time, where the paper
 draws per image.
 
@@ -11,21 +11,14 @@ its independent images."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import cv2
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import sr.degradations.realesrgan as R
-from tests.conftest import ROOT, shared_folder
-
-spec = importlib.util.spec_from_file_location(
-    "realesrgan_reference_dist", ROOT / "benchmarks" / "realesrgan_reference.py"
-)
-ref = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ref)
+from tests.conftest import shared_folder
+from tests.oracles import realesrgan as ref
 
 N, B, CROP, S = 384, 8, 112, 4
 Z = 3.5  # standard errors of the difference allowed (fixed seeds: the result is fixed too)

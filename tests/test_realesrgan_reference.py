@@ -1,16 +1,14 @@
-"""benchmarks/realesrgan_reference.py, the NumPy/OpenCV reference of Real-ESRGAN's degradation:
-kernels against BasicSR's formulas and a sampled Gaussian, each operation against an independent
+"""tests/oracles/realesrgan.py, the NumPy/OpenCV reference of Real-ESRGAN's degradation: kernels
+against BasicSR's formulas and a sampled Gaussian, each operation against an independent
 reference (scipy, Pillow, block means), noise statistics, the output contract, determinism per
-seed, the parameters against the project's config, and the command's JSON line."""
+seed, the parameters against the project's config, and its timing by ``sr.bench`` (the reference
+rows of ``scripts/bench_data.py --degradation``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import json
 import math
-import subprocess
-import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,12 +19,9 @@ import skimage.data
 from omegaconf import OmegaConf
 from PIL import Image
 
-from sr.config import PROJECT_ROOT
-
-SCRIPT = PROJECT_ROOT / "benchmarks" / "realesrgan_reference.py"
-spec = importlib.util.spec_from_file_location("benchmarks_realesrgan_reference", SCRIPT)
-ref = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ref)
+from sr.bench import degradation_runs
+from sr.config import compose
+from tests.oracles import realesrgan as ref
 
 
 def astronaut(size: int = 112, top: int = 100, left: int = 150) -> np.ndarray:
@@ -367,11 +362,11 @@ def test_refusals_name_the_fault():
 
 
 def test_paper_parameters_are_the_projects_config():
-    """One dict drives both: PAPER is conf/degradation/realesrgan.yaml (the TF graph's config)
-    and full_params accepts that file as it is."""
-    cfg = OmegaConf.to_container(OmegaConf.load(PROJECT_ROOT / "conf/degradation/realesrgan.yaml"))
+    """One dict drives both: PAPER is the config of ``degradation=realesrgan`` (the TF graph's:
+    its schema's defaults, which conf/degradation/realesrgan.yaml does not restate), and
+    full_params accepts that config as it is."""
+    cfg = OmegaConf.to_container(compose("degradation=realesrgan").degradation)
     assert cfg.pop("_target_") == "sr.degradations.realesrgan.RealESRGAN"
-    assert cfg.pop("defaults") == ["base_realesrgan"]  # its schema (sr.config)
     # how the graph runs, not what it draws: the official options sharpen the target (gt_usm)
     assert {k: cfg.pop(k) for k in ("gt_usm", "device", "jpeg")} == {
         "gt_usm": True,
@@ -383,15 +378,31 @@ def test_paper_parameters_are_the_projects_config():
     assert ref.full_params(cfg) == {**ref.PAPER, **cfg}
 
 
-def test_command_prints_one_json_row(tmp_path):
+def test_bench_times_the_reference_passed_in_on_every_crop(tmp_path):
+    """The reference rows of ``scripts/bench_data.py --degradation``, in process: ``sr.bench``
+    degrades each crop once per timed chunk (after a warm-up), seeded ``(0, i)``, with the
+    function it is given, and reports its rates; without one it refuses the row."""
     folder = tmp_path / "hr"
     folder.mkdir()
     for name in ("astronaut", "coffee"):
         Image.fromarray(getattr(skimage.data, name)()[:200, :200]).save(folder / f"{name}.png")
-    cmd = [sys.executable, str(SCRIPT), "--images", str(folder), "--crop", "64", "--n", "6"]
-    run = subprocess.run([*cmd, "--repeats", "2", "--json"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    row = json.loads(run.stdout.strip().splitlines()[-1])
-    assert row["n"] == 6 and row["crop"] == 64 and len(row["patches_per_s"]) == 2
-    assert row["min"] <= row["median"] <= row["max"] and row["min"] > 0
-    assert row["params"]["final_sinc_prob"] == 0.8 and row["cpu"]
+    crops = ref.random_crops(folder, 64, 6)
+    seen = []
+
+    def reference(hr, scale, seed):
+        seen.append(seed)
+        return ref.degrade_uint8(hr, scale, seed, gt_usm=True)
+
+    row = degradation_runs.time_per_crop(reference, crops, 4, workers=1)
+    assert seen[:6] == [(1, i) for i in range(6)]  # the warm-up
+    assert seen[6:] == [(0, i) for i in range(6)]
+    assert len(row["patches_per_s"]) == degradation_runs.REFERENCE_REPEATS
+    assert 0 < row["min"] <= row["median"] <= row["max"] and row["cpu_s_per_1000"] > 0
+    timed = ref.bench_degradation()  # what scripts/bench_data.py passes: the sharpened HR
+    np.testing.assert_array_equal(
+        timed(crops[1], 4, (0, 1)), ref.degrade_uint8(crops[1], 4, (0, 1), gt_usm=True)
+    )
+    assert not np.array_equal(timed(crops[1], 4, (0, 1)), ref.degrade_uint8(crops[1], 4, (0, 1)))
+    args = SimpleNamespace(folder=folder)
+    with pytest.raises(ValueError, match="deg_reference_1 needs the reference"):
+        degradation_runs.run_deg_worker("deg_reference_1", args)

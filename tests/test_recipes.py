@@ -33,13 +33,17 @@ NON_LOCAL = {"model=rlfn"}
 SHALLOW = {
     f"{group}={name}": ("model.blocks=1", "model.growth=8")
     for group, name in (("model", "rrdbnet"), ("experiment", "realesrnet_x4"),
-                        ("experiment", "realesrgan_x4"))
+                        ("experiment", "realesrgan_x4"),
+                        ("experiment", "finetune_realesrgan_x4plus"),
+                        ("experiment", "finetune_realesrgan_x4plus_cpu"))
 }  # fmt: skip
 # models whose convs start at a small scale (RRDBNet's dense convs: 0.1 x He, as ESRGAN): the
 # influence of a pixel 30 convs away underflows float32 to exactly 0, so the gradient check below
 # draws their kernels at He scale (the receptive field is the graph's, not the weights')
 SMALL_INIT = {"model=rrdbnet", "experiment=realesrnet_x4", "experiment=realesrgan_x4",
-              "experiment=cpu20_realesrnet", "experiment=cpu20_realesrgan"}  # fmt: skip
+              "experiment=cpu20_realesrnet", "experiment=cpu20_realesrgan",
+              "experiment=finetune_realesrgan_x4plus",
+              "experiment=finetune_realesrgan_x4plus_cpu"}  # fmt: skip
 
 
 def narrow(cfg):
@@ -202,7 +206,7 @@ def test_the_real_esrgan_recipes_set_the_papers_data_and_training_choices(compos
     if stage == "realesrnet_x4":
         assert t.init_from.endswith("/weights/ESRGAN_SRx4_DF2KOST_official-ff704c30.pth")
     else:
-        assert t.init_from is None and t.init_checkpoint == "last"  # RUN given on the command line
+        assert t.init_from == "outputs/realesrnet_x4/checkpoints/last"  # its final weights
 
 
 @pytest.mark.slow

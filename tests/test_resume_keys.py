@@ -15,11 +15,13 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 import sr.config
+from sr.core.runfiles import RunFileError
 from sr.train.app import run
 from sr.train.checkpoint import (
     RunDirError,
     best_dir,
     build_model,
+    init_from_choice,
     make_checkpoint,
     make_manager,
 )
@@ -96,6 +98,7 @@ def test_a_run_saved_before_a_key_existed_compares_as_its_default(compose):
     for key in ("degradation", "loss", "optimizer"):
         old.pop(key)
     old.data.pop("channels")
+    old.discriminator.pop("explode_loss")
     assert config_differences(old, new) == {}  # Y, bicubic, and no loss or optimizer to compare
     assert set(RUN_KEYS) >= {"model", "data.scale", "data.channels", "degradation", "loss"}
 
@@ -151,35 +154,20 @@ def test_init_from_starts_from_the_best_averaged_weights_with_a_fresh_step(
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
 
 
-def test_init_checkpoint_chooses_the_checkpoint_of_the_run(
-    averaged_run, folders, compose, tmp_path, caplog
-):
-    """``train.init_checkpoint=last``: the newest checkpoint of the rotation (a finished run's
-    final weights, as Real-ESRGAN's second stage starts), not checkpoints/best; a checkpoint the
-    run does not have is refused before any work, naming the run's; a value that is not a
-    checkpoint's name is refused by the schema."""
-    from sr.train.checkpoint import load_model_from_run
-
+def test_init_from_the_last_checkpoint_of_a_run(averaged_run, folders, compose, tmp_path, caplog):
+    """``RUN/checkpoints/last``: the newest checkpoint of the rotation (a finished run's final
+    weights, where Real-ESRGAN's GAN stage starts: ``experiment=realesrgan_x4``), not the run's
+    best (ckpt-3, averaged)."""
     run_dir, _ = averaged_run
-    base = (
+    assert init_from_choice(f"{run_dir}/checkpoints/last") == (run_dir, "last")
+    cfg = compose(
         *TINY, "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
-        "data.batch_size=2", "train.steps=1", "train.lr=1e-9", f"train.init_from={run_dir}",
+        "data.batch_size=2", "train.steps=1", "train.lr=1e-9",
+        f"train.init_from={run_dir}/checkpoints/last",
     )  # fmt: skip
     with caplog.at_level("INFO"):
-        run(compose(*base, "train.init_checkpoint=last"), tmp_path / "new")
-    assert f"train.init_from={run_dir}: the live weights of its last (ckpt-5)" in caplog.text
-    last = load_model_from_run(run_dir, "last")[0]
-    got = build_model(compose(*base))
-    make_checkpoint(got).restore(
-        tf.train.latest_checkpoint(str(tmp_path / "new" / "checkpoints"))
-    ).expect_partial()
-    for a, b in zip(got.trainable_variables, last.trainable_variables):  # one step of lr 1e-9
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
-    with pytest.raises(RunDirError, match=r"no checkpoint .*ckpt-9.* one of ckpt-5"):
-        run(compose(*base, "train.init_checkpoint=ckpt-9"), tmp_path / "never")
-    assert not (tmp_path / "never").exists()
-    with pytest.raises(sr.config.ConfigError, match="train.init_checkpoint must be null, best"):
-        sr.config.validate_train(compose(*base, "train.init_checkpoint=newest"))
+        run(cfg, tmp_path / "new")
+    assert "the live weights of its last (ckpt-5)" in caplog.text
 
 
 def test_init_from_a_run_of_another_model_is_refused_naming_the_keys(y_run, compose, tmp_path):
@@ -212,3 +200,81 @@ def test_a_resume_may_change_where_and_how_the_degradation_runs(compose):
     assert config_differences(old, on_device) == {}
     plain = compose(*TINY, "degradation=realesrgan", "degradation.gt_usm=false")
     assert config_differences(old, plain) == {"degradation.gt_usm": (True, False)}
+
+
+# ------------------------------------------------------------------------------------------------
+# train.init_from=RUN/checkpoints/ckpt-N, a damaged best, init_from with resume= (issue 37)
+# ------------------------------------------------------------------------------------------------
+def test_the_init_from_value_names_a_run_or_one_of_its_checkpoints(tmp_path):
+    run_dir = tmp_path / "run"
+    assert init_from_choice(run_dir) == (run_dir, None)
+    assert init_from_choice(f"{run_dir}/checkpoints/ckpt-40") == (run_dir, "ckpt-40")
+    assert init_from_choice(f"{run_dir}/checkpoints/best") == (run_dir, "best")
+    assert init_from_choice(f"{run_dir}/checkpoints/") == (run_dir / "checkpoints", None)
+
+
+def test_init_from_one_checkpoint_of_the_rotation(
+    averaged_run, folders, compose, tmp_path, caplog
+):
+    """``RUN/checkpoints/ckpt-5`` starts from that checkpoint (live weights: it has no
+    averages), not from the run's best (ckpt-3, averaged)."""
+    run_dir, _ = averaged_run
+    chosen = run_dir / "checkpoints" / "ckpt-5"
+    cfg = compose(
+        *TINY, "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
+        "data.batch_size=2", "train.steps=1", "train.lr=1e-9", f"train.init_from={chosen}",
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        run(cfg, tmp_path / "new")
+    assert f"train.init_from={chosen}: the live weights of its last (ckpt-5)" in caplog.text
+    want, got = build_model(cfg), build_model(cfg)
+    make_checkpoint(want).restore(str(chosen)).expect_partial()
+    make_checkpoint(got).restore(
+        tf.train.latest_checkpoint(str(tmp_path / "new" / "checkpoints"))
+    ).expect_partial()
+    for a, b in zip(got.trainable_variables, want.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def test_a_damaged_best_is_refused_before_any_work_naming_the_init_from_of_another(
+    averaged_run, compose, tmp_path
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(averaged_run[0], run_dir)
+    data = next((run_dir / "checkpoints" / "best").glob("ckpt-3.data-*"))
+    data.write_bytes(data.read_bytes()[:20])
+    cfg = compose(*TINY, "data=generator", f"data.hr_dir={tmp_path / 'never-read'}",
+                  "data.val_dir=null", f"train.init_from={run_dir}")  # fmt: skip
+    with pytest.raises(RunFileError) as info:
+        run(cfg, tmp_path / "new")
+    message = str(info.value)
+    assert f"checkpoint {run_dir}/checkpoints/best/ckpt-3 (" in message
+    assert (
+        "the best checkpoint is damaged: start from another of its checkpoints with "
+        f"train.init_from={run_dir}/checkpoints/ckpt-5"
+    ) in message
+    assert "--checkpoint" not in message  # the scripts' option, not train.py's
+    assert not (tmp_path / "new").exists() and not (tmp_path / "never-read").exists()
+
+
+def test_init_from_with_resume_is_refused_unless_it_is_the_runs_own_start(
+    y_run, compose, tmp_path
+):
+    """``resume=`` never loads ``train.init_from``: another one is refused naming both; the
+    command that started the run, ``resume=`` added, resumes as before."""
+    other = tmp_path / "other"
+    with pytest.raises(RunDirError) as info:
+        check_resume(compose(*TINY, "data.scale=4", f"resume={y_run}", f"train.init_from={other}"))
+    message = str(info.value)
+    assert message.startswith(f"resume={y_run} with train.init_from={other}: a resume continues")
+    assert "never loads train.init_from (the run has none)" in message
+    assert "Drop train.init_from to resume the run, or drop resume=" in message
+    started = tmp_path / "started"
+    shutil.copytree(y_run, started)
+    saved = OmegaConf.load(started / ".hydra" / "config.yaml")
+    saved.train.init_from = str(other)
+    OmegaConf.save(saved, started / ".hydra" / "config.yaml")
+    resume = (*TINY, "data.scale=4", f"resume={started}")
+    check_resume(compose(*resume, f"train.init_from={other}"))
+    with pytest.raises(RunDirError, match=f"the run started from train.init_from={other}"):
+        check_resume(compose(*resume, f"train.init_from={y_run}"))

@@ -388,22 +388,17 @@ def test_train_py_runs_on_the_service(servers, source, folders, tmp_path):
     print([line for line in out.splitlines() if "final step" in line][-1])
 
 
-@pytest.mark.slow
-def test_train_py_refuses_an_unreachable_dispatcher_at_start_up(folders, tmp_path):
+def test_train_py_refuses_an_unreachable_dispatcher_at_start_up(folders, tmp_path, caplog):
+    """train.py's run in this process (``train``: the exit code its ``main`` exits with; the
+    exit code 2 of the process is proven by tests/test_faults.py and tests/test_train.py)."""
+    from tests.fake_run import load_script
+
     with socket.socket() as s:  # a free port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        *_overrides(folders),
-        f"data.service=grpc://127.0.0.1:{port}",
-        "train.steps=2",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out
-    assert f"no tf.data service dispatcher at data.service=grpc://127.0.0.1:{port}" in out
-    assert "parameters" not in out  # refused before any model was built
+    cfg = compose(*_overrides(folders), f"data.service=grpc://127.0.0.1:{port}", "train.steps=2")
+    with caplog.at_level(logging.INFO):
+        code, final = load_script("train", ".").train(cfg, tmp_path / "run")
+    assert (code, final) == (2, {}), caplog.text
+    assert f"no tf.data service dispatcher at data.service=grpc://127.0.0.1:{port}" in caplog.text
+    assert "parameters" not in caplog.text  # refused before any model was built

@@ -162,15 +162,15 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
         "loss=l2",
         "train.lr_schedule=step",
         "train.lr_decay_steps=2",
-        "train.mixed_precision=true",
+        "train.precision=float16",
     )
     with caplog.at_level(logging.INFO):
         final = run(cfg, tmp_path / "run")
     assert final["step"] == 3 and final["interrupted"] is None
     if gpu_available():
-        assert "mixed_precision=true ignored" not in caplog.text
+        assert "training in float32" not in caplog.text
     else:
-        assert "mixed_precision=true ignored: no GPU" in caplog.text
+        assert "train.precision=float16: float16 is fast on a GPU only" in caplog.text
     lrs = [
         float(line.rsplit("lr ", 1)[1]) for line in caplog.text.splitlines() if "] step " in line
     ]

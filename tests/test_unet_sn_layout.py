@@ -108,7 +108,7 @@ def test_missing_extra_and_misshapen_keys_are_named_nothing_set(fixture):
         unet_sn.load(model, bad, found)
     message = str(info.value)
     assert "missing: conv4.weight_v" in message and "extra: conv10.weight" in message
-    assert "conv3.weight_orig [64, 32, 3, 3] (expected [64, 32, 4, 4])" in message
+    assert "conv3.weight_orig (64, 32, 3, 3) (expected (64, 32, 4, 4))" in message
     for w, b in zip(model.weights, before):
         np.testing.assert_array_equal(w.numpy(), b)
     with pytest.raises(StateDictError, match=r"conv0.weight is \[8, 4, 3, 3\]"):

@@ -15,20 +15,24 @@ Rows, each timed in its own process as the other rows of the benchmark
 - ``deg_device_<jpeg>``: the device stage of ``degradation.device=accelerator``
   (``PatchSource.device_stage``) run by the main thread batch after batch, as the training step
   runs it, on this machine's CPU (a GPU's figure is unmeasured here);
-- ``deg_reference_<n>``: ``benchmarks/realesrgan_reference.py`` (NumPy + OpenCV, one image at a
-  time, as a PyTorch ``DataLoader`` worker runs BasicSR's code, USM included) on the same crops,
-  in 1 and in as many processes as the machine has cores;
+- ``deg_reference_<n>``: the NumPy/OpenCV reference (one image at a time, as a PyTorch
+  ``DataLoader`` worker runs BasicSR's code, USM included) on the same crops, in 1 and in as many
+  processes as the machine has cores. The reference is a test oracle
+  (``tests/oracles/realesrgan.py``), which ``sr`` never imports: the caller passes its per-image
+  degradation in (:func:`run_deg_worker`'s ``reference``; ``scripts/bench_data.py`` does);
 - ``deg_train_<variant>``: ``train.py`` with ``model=edsr_baseline data.channels=rgb`` (batch
   16, the paper's) for a few hundred steps: the data-wait share of the step time.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sr.bench.folders import compose_data
@@ -136,12 +140,25 @@ class OnDevice:
         return (self.stage(*batch) for batch in self.ds)
 
 
-def run_deg_worker(name: str, a) -> dict:
-    """Time row ``name`` in this process (``scripts/bench_data.py --worker``); its JSON row."""
+def run_deg_worker(name: str, a, reference: Callable | None = None) -> dict:
+    """Time row ``name`` in this process (``scripts/bench_data.py --worker``); its JSON row.
+
+    Args:
+        name: a row of :data:`ALL_DEG_ROWS`.
+        a: the benchmark's arguments (``folder``, ``work`` and the timing settings).
+        reference: for the ``deg_reference_<n>`` rows, the reference's per-image degradation
+            ``reference(hr, scale, seed) -> lr`` (uint8 ``[P, P, 3]`` RGB to uint8
+            ``[P / scale, P / scale, 3]``; ``seed`` a tuple of ints).
+
+    Raises:
+        ValueError: for a ``deg_reference_<n>`` row without ``reference``.
+    """
     if name.startswith("deg_train_"):
         return train_data_wait(name.removeprefix("deg_train_"), a)
     if name.startswith("deg_reference"):
-        return reference(a, workers=int(name.rsplit("_", 1)[1]))
+        if reference is None:
+            raise ValueError(f"row {name} needs the reference degradation passed in (reference=)")
+        return reference_row(a, int(name.rsplit("_", 1)[1]), reference)
     if name.startswith(("deg_ram_", "deg_device_")):
         ds = ram_pairs(name, a, device=name.startswith("deg_device_"))
     else:
@@ -157,17 +174,69 @@ def run_deg_worker(name: str, a) -> dict:
     }
 
 
-def reference(a, workers: int) -> dict:
-    """``benchmarks/realesrgan_reference.py --json`` on the crops of :func:`ram_rgb_crops`
-    (same folder, crop 112: patch 96 + 2 x 8 margin at x4), in ``workers`` processes."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "realesrgan_reference.py"
-    cmd = [sys.executable, str(script), "--images", str(a.folder), "--crop", "112"]
-    cmd += ["--n", str(RAM_CROPS // 2), "--workers", str(workers), "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    row = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"name": f"deg_reference_{workers}", **row}
+REFERENCE_CROP = 112  # the 96 patch and its 8-pixel margin at x4
+REFERENCE_REPEATS = 5  # timed chunks of the reference's crops
+_REFERENCE_WORK: tuple = ()  # (reference, crops), set before the pool forks
+
+
+def _degrade_chunk(task: tuple) -> float:
+    """Degrade crops ``start..stop`` of the forked work (crop i seeded ``(seed, i)``); returns
+    the CPU-seconds spent."""
+    start, stop, scale, seed = task
+    reference, crops = _REFERENCE_WORK
+    t0 = time.process_time()
+    for i in range(start, stop):
+        reference(crops[i], scale, (seed, i))
+    return time.process_time() - t0
+
+
+def time_per_crop(reference: Callable, crops, scale: int, workers: int, seed: int = 0) -> dict:
+    """Patches/s of ``reference`` over ``crops`` ``[n, P, P, 3]`` (uint8), in
+    :data:`REFERENCE_REPEATS` consecutive chunks after a warm-up of 8 crops, in this process
+    (``workers == 1``) or in a pool of ``workers`` forked processes (tasks of 4 crops).
+
+    Returns:
+        ``patches_per_s`` (one per chunk), ``median``, ``min``, ``max`` (patches/s) and
+        ``cpu_s_per_1000`` (CPU-seconds per 1000 patches, all processes).
+    """
+    global _REFERENCE_WORK
+    _REFERENCE_WORK = (reference, crops)
+    n = len(crops)
+    bounds = [n * k // REFERENCE_REPEATS for k in range(REFERENCE_REPEATS + 1)]
+    pool = None
+    if workers > 1:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("fork").Pool(workers)
+    run = pool.map if pool else map
+    try:
+        list(run(_degrade_chunk, [(k, k + 1, scale, seed + 1) for k in range(min(8, n))]))
+        rates, cpu = [], 0.0
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            tasks = [(k, min(k + 4, hi), scale, seed) for k in range(lo, hi, 4)]
+            t0 = time.perf_counter()
+            cpu += sum(run(_degrade_chunk, tasks))
+            rates.append((hi - lo) / (time.perf_counter() - t0))
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+    return {
+        "patches_per_s": rates,
+        "median": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+        "cpu_s_per_1000": 1000 * cpu / n,
+    }
+
+
+def reference_row(a, workers: int, reference: Callable) -> dict:
+    """``deg_reference_<workers>``: ``reference`` at x4 on :data:`RAM_CROPS` / 2 crops of
+    :func:`ram_rgb_crops` (same folder, crop :data:`REFERENCE_CROP`), in ``workers``
+    processes."""
+    crops = ram_rgb_crops(a.folder, REFERENCE_CROP, RAM_CROPS // 2)
+    row = time_per_crop(reference, crops, 4, workers)
+    return {"name": f"deg_reference_{workers}", **row, "workers": workers, "n": len(crops)}
 
 
 TRAIN_ROWS = {

@@ -11,8 +11,8 @@ Settings:
         about 9459 x 9459). Override with the environment variable ``SR_MAX_IMAGE_PIXELS``, which
         also raises Pillow's own limit.
     SR_IMAGE_DECODER: ``pillow`` decodes every file with Pillow; unset (or ``auto``), PNG and JPEG
-        files of the common layouts are decoded by ``imagecodecs`` (libpng, libjpeg-turbo: 2.3x
-        and 1.3x faster than Pillow here), only where its pixels are Pillow's bit for bit (see
+        files of the common layouts are decoded by ``imagecodecs`` (libpng, libjpeg-turbo: faster
+        than Pillow, ``docs/performance.md``), only where its pixels are Pillow's bit for bit (see
         :func:`_decode_fast`); every other file, and every file when ``imagecodecs`` is not
         installed or fails, is decoded by Pillow. The decoded arrays are the same either way.
 """
@@ -91,11 +91,11 @@ def _open(path) -> Image.Image:
 # ------------------------------------------------------------------------------------------------
 # Fast decoders: the same pixels as Pillow, or no answer (then Pillow decodes)
 # ------------------------------------------------------------------------------------------------
-# ``imagecodecs`` (libpng and libjpeg-turbo, one call without the GIL) decodes PNG about 2.3x and
-# JPEG about 1.3x faster than Pillow on 2 AVX2 cores (``benchmarks/bench_decode.py``). It is used
-# only for the layouts where its pixels are Pillow's, bit for bit (``tests/test_decode.py``); any
-# other file, a failure, or a missing package falls back to Pillow, so the decoded data never
-# depend on which packages are installed. ``SR_IMAGE_DECODER=pillow`` turns it off.
+# ``imagecodecs`` (libpng and libjpeg-turbo, one call without the GIL) decodes faster than Pillow
+# (``docs/performance.md``, "Decoding"). It is used only for the layouts where its pixels are
+# Pillow's, bit for bit (``tests/test_decode.py``); any other file, a failure, or a missing
+# package falls back to Pillow, so the decoded data never depend on which packages are installed.
+# ``SR_IMAGE_DECODER=pillow`` turns it off.
 try:
     import imagecodecs as _codecs
 except ImportError:  # optional at run time: Pillow decodes everything
@@ -259,8 +259,48 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
         p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
     )
     if not files:
-        raise ImageFolderError(f"image folder {folder} holds no .png, .jpg or .jpeg file")
+        raise ImageFolderError(
+            f"image folder {folder} holds no .png, .jpg or .jpeg file{_sequence_hint(folder)}"
+        )
     return files
+
+
+def check_output_folder(folder, option: str) -> None:
+    """``folder`` (given as ``option``) can hold written images: a folder, or a path where one
+    can be made; checked before any work.
+
+    Raises:
+        ValueError: naming the file in the way (``folder`` itself, or a parent of it).
+    """
+    if folder is None:
+        return
+    path = Path(folder).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is)"
+        raise ValueError(
+            f"{option} {folder} is a file, not a folder{where}: give a folder (new or existing) "
+            "for the images it writes"
+        )
+
+
+def _sequence_hint(folder: Path) -> str:
+    """For a folder without images whose subfolders hold some (a folder of sequences): the
+    options that read it; else ``""``."""
+    subs = [
+        p.name
+        for p in sorted(folder.iterdir())
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and any(q.suffix.lower() in IMAGE_SUFFIXES for q in p.iterdir())
+    ]
+    if not subs:
+        return ""
+    listed = ", ".join(subs[:3]) + (", ..." if len(subs) > 3 else "")
+    return (
+        f", but {len(subs)} subfolder(s) of images ({listed}): a folder of sequences? Score it "
+        "frame by frame with evaluate.py --sequences, or train on it with data=sequence"
+    )
 
 
 def load_image(path: str | os.PathLike, keep_alpha: bool = False) -> np.ndarray:
@@ -343,7 +383,7 @@ def _png_size(path) -> tuple[int, int] | None:
     reading the file's bytes without inflating them; None where Pillow must answer (not a PNG,
     a chunk list Pillow may read otherwise, or a size above :data:`MAX_PIXELS`, which Pillow
     then reports). Pillow's ``getexif()`` on a PNG decodes the whole image to reach chunks after
-    the pixels: about 25 ms for a DIV2K image, against about 1 ms here."""
+    the pixels; this reads the chunk list only."""
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -168,7 +168,7 @@ class FileLock:
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *_exc_info) -> None:
         self.release()
 
 

@@ -128,9 +128,6 @@ def restore_checkpoint(checkpoint, prefix, fix: str):
     return checkpoint.restore(str(prefix)).expect_partial().assert_existing_objects_matched()
 
 
-_STATE_LINE = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths): "([^"\n]*)"$')
-
-
 def checkpoint_state(directory) -> tuple[str | None, list[str]]:
     """``(latest, all)`` checkpoint prefixes of a ``tf.train.CheckpointManager`` folder, from its
     ``checkpoint`` state file (``tf.train.get_checkpoint_state``).

@@ -137,6 +137,24 @@ def composition_error(e: Exception) -> ConfigError:
     return ConfigError(f"{head}: {why}{where}")
 
 
+def override_parse_error(e: Exception) -> ConfigError:
+    """Hydra's refusal of an override its grammar cannot read (``OverrideParseException``, e.g.
+    ``LexerNoViableAltException`` for a path with a letter outside ASCII written unquoted) as a
+    :class:`ConfigError` naming the override and how to quote it, for Hydra and the shell."""
+    head = str(e).splitlines()[0] if str(e) else type(e).__name__
+    kind, _, text = head.partition(": ")
+    key, eq, value = text.partition("=")
+    if not (kind.startswith("Lexer") and eq and "'" not in value):
+        return ConfigError(" ".join(str(e).split()))
+    odd = sorted({ch for ch in value if ord(ch) > 127})  # letters outside ASCII: é, ü, 中
+    what = f"the letter(s) {' '.join(odd)} of" if odd else "a character of"
+    return ConfigError(
+        f"{text}: Hydra's override grammar cannot read {what} this value unquoted ({kind}); "
+        f"quote it for Hydra, and that for the shell: \"{key}='{value}'\" "
+        "(docs/troubleshooting.md)"
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # docs/config.md: each field's documentation, the comment beside it in the schema's source
 # ------------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
-from sr.data.source import DataConfig, PatchSource, at_least
+from sr.core.schema import bounded
+from sr.data.source import DataConfig, PatchSource, checked
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ class PatchPool:
     each patch takes) are a function of the seed and the images' sizes alone (:meth:`plans`,
     from file headers), and decoding only follows them. So the stream can start at any batch
     (``pool(start)``): the decisions of the first ``start`` batches are replayed without decoding
-    (66 µs a batch of 64 on 2 AVX2 cores, ``benchmarks/bench_resume.py``), then the images in the
-    pool at that point are decoded, and the batches from ``start`` on are those of an
+    (its cost: ``docs/performance.md``, "Exact resume"), then the images in the pool at that point
+    are decoded, and the batches from ``start`` on are those of an
     uninterrupted stream, bit for bit.
 
     Args:
@@ -327,11 +328,13 @@ class PatchPool:
 class GeneratorConfig(DataConfig):
     """Keys of ``data=generator`` (schema; defaults written here only)."""
 
-    patches_per_image: int = 64  # crops from one decoded image before it leaves the pool
-    pool_size: int = 128  # decoded images held at once
-    # (a DIV2K image's Y is about 2.9 MB, 2040 x 1400 x 1 B: 128 images take about 370 MB)
-    pool_memory_mb: float = 1024.0  # memory bound of the pool (MB), never exceeded
-    decode_workers: int = 2  # decode threads
+    # crops from one decoded image before it leaves the pool
+    patches_per_image: int = bounded(64, minimum=1, integer=True)
+    pool_size: int = bounded(128, minimum=1, integer=True)  # decoded images held at once
+    # memory bound of the pool (MB), never exceeded (a DIV2K image's Y is about 2.9 MB,
+    # 2040 x 1400 x 1 B: 128 images take about 370 MB)
+    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)
+    decode_workers: int = bounded(2, minimum=1, integer=True)  # decode threads
 
 
 class GeneratorSource(PatchSource):
@@ -367,10 +370,10 @@ class GeneratorSource(PatchSource):
                 "crops in Python inside the training process, which cannot be sent to tf.data "
                 "service workers. Use data=tfrecord with data.service, or drop data.service"
             )
-        self.patches_per_image = at_least("patches_per_image", patches_per_image)
-        self.pool_size = at_least("pool_size", pool_size)
-        self.pool_memory_mb = at_least("pool_memory_mb", pool_memory_mb, minimum=1e-3)
-        self.decode_workers = at_least("decode_workers", decode_workers)
+        self.patches_per_image = checked(self.schema, "patches_per_image", patches_per_image)
+        self.pool_size = checked(self.schema, "pool_size", pool_size)
+        self.pool_memory_mb = checked(self.schema, "pool_memory_mb", pool_memory_mb)
+        self.decode_workers = checked(self.schema, "decode_workers", decode_workers)
         self.pool: PatchPool | None = None  # the last pool made, for the benchmarks
 
     def patch_dataset(

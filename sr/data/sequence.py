@@ -26,9 +26,8 @@ Memory is bounded whatever the sequence length: at most ``pool_frames`` decoded 
 (k x the largest frame)) - 2 decode_workers`` windows. Frames shared by two windows of the pool
 (overlapping starts) are decoded once and held once (a weak cache), which only lowers use.
 
-LR: the project's LR operator on each frame's HR crop (``sr.data.pairs.make_window_pairs``), so
-frame j of ``lr`` is exactly the LR of frame j's HR crop; pre-made LR (``lr_dir``) is refused.
-"""
+LR: the project's operator on each frame's HR crop (``sr.data.pairs.make_window_pairs``): frame j
+of ``lr`` is exactly the LR of frame j's HR crop; pre-made LR (``lr_dir``) is refused."""
 
 from __future__ import annotations
 
@@ -44,9 +43,10 @@ import tensorflow as tf
 from sr.core.errors import ConfigError
 from sr.core.frames import TARGETS, SequenceFolder, list_sequences, sequence_size, target_index
 from sr.core.images import ImageFolderError, ImageSet, load_y
+from sr.core.schema import bounded
 from sr.data.generator import PatchPool
 from sr.data.pairs import make_window_pairs
-from sr.data.source import DataConfig, PatchSource, at_least
+from sr.data.source import DataConfig, PatchSource, checked
 
 log = logging.getLogger(__name__)
 
@@ -345,13 +345,13 @@ class SequenceConfig(DataConfig):
 
     hr_dir: str = "${sr_root:}/data/demo/sequences/train"  # one subfolder of frames per sequence
     val_dir: str | None = "${sr_root:}/data/demo/sequences/val"  # validation sequences; null: none
-    frames: int = 3  # k, frames per sample (1: single-image pairs from the sequences)
-    frame_stride: int = 1  # s, frames t, t + s, ..., t + (k - 1) s
+    frames: int = bounded(3, minimum=1, integer=True)  # k, frames per sample (1: single images)
+    frame_stride: int = bounded(1, minimum=1, integer=True)  # s: frames t, t + s, .., t + (k-1) s
     target_frame: str = TARGETS[0]  # the frame whose HR is the target: last, center, or 0..k-1
-    patches_per_window: int = 32  # crops from one decoded window before it leaves the pool
+    patches_per_window: int = bounded(32, minimum=1, integer=True)  # crops of a decoded window
     pool_frames: int = 384  # most decoded frames held at once, decoding ahead included
-    pool_memory_mb: float = 1024.0  # most megabytes of decoded frames held at once
-    decode_workers: int = 2  # decode threads
+    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)  # most MB of decoded frames held
+    decode_workers: int = bounded(2, minimum=1, integer=True)  # decode threads
 
 
 class SequenceSource(PatchSource):
@@ -410,13 +410,13 @@ class SequenceSource(PatchSource):
                 f"data.service={self.service} needs data=tfrecord: data=sequence decodes and "
                 "crops in Python inside the training process; drop data.service"
             )
-        self.frames = at_least("frames", frames)
-        self.frame_stride = at_least("frame_stride", frame_stride)
+        self.frames = checked(self.schema, "frames", frames)
+        self.frame_stride = checked(self.schema, "frame_stride", frame_stride)
         self.target_frame = target_frame
         self.target = target_index(self.frames, target_frame)
-        self.patches_per_window = at_least("patches_per_window", patches_per_window)
-        self.decode_workers = at_least("decode_workers", decode_workers)
-        self.pool_memory_mb = at_least("pool_memory_mb", pool_memory_mb, minimum=1e-3)
+        self.patches_per_window = checked(self.schema, "patches_per_window", patches_per_window)
+        self.decode_workers = checked(self.schema, "decode_workers", decode_workers)
+        self.pool_memory_mb = checked(self.schema, "pool_memory_mb", pool_memory_mb)
         need = self.frames * (1 + 2 * self.decode_workers)
         if pool_frames is None or isinstance(pool_frames, bool) or pool_frames < need:
             raise ValueError(

@@ -24,6 +24,7 @@ defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, pl
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +38,10 @@ from PIL import Image
 from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
-from sr.core.schema import bounded
+from sr.core.schema import bounded, value_error
 from sr.data import pair_pool
 from sr.data.pairs import FLIPS, degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.data.pipeline import pairs_dataset, pipeline_threads  # noqa: F401  (re-exported)
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
 
@@ -60,11 +62,12 @@ class DataConfig:
     val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
     # hold out N images of hr_dir (spread over name order) as the validation images, never
     # trained on: a validation set from the training photos (then data.val_dir must be null)
-    val_holdout: int = 0
+    val_holdout: int = bounded(0, minimum=0, integer=True)
     lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
-    batch_size: int = 64  # B, patches per batch
-    patch_size: int = 96  # HR patch P in pixels (LR patch is P / scale)
-    scale: int = 4  # s
+    batch_size: int = bounded(64, minimum=1, integer=True)  # B, patches per batch
+    # HR patch P in pixels (LR patch is P / scale)
+    patch_size: int = bounded(96, minimum=1, integer=True)
+    scale: int = bounded(4, minimum=1, integer=True)  # s
     # random flips: hv, vertical and horizontal; h, horizontal only (Real-ESRGAN's use_hflip); none
     flips: str = bounded("hv", choices=FLIPS)
     rot90: bool = False  # also random transposes (all 8 rotations and reflections)
@@ -73,10 +76,13 @@ class DataConfig:
     service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
     # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
     # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
-    lr_from: str = "y"
+    lr_from: str = bounded("y", choices=LR_FROM)
     # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
     # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
     channels: str = "y"
+    # the input pipeline's threads: null, a pool of its own of 1 per 4 cores (at least 1) where no
+    # GPU is visible, else TensorFlow's shared pools; N >= 1: N of its own; 0: the shared pools
+    threads: int | None = bounded(None, minimum=0, integer=True)
 
 
 def holdout(files: list[Path], count: int, key: str) -> list[Path]:
@@ -96,10 +102,19 @@ def holdout(files: list[Path], count: int, key: str) -> list[Path]:
     return [files[int((i + 0.5) * n / count)] for i in range(count)]
 
 
-def at_least(key: str, value, minimum=1):
-    """``value`` if it is a number >= ``minimum``; else a ValueError naming ``data.<key>``."""
-    if value is None or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"data.{key} must be a number >= {minimum}, got {value!r}")
+def checked(schema, key: str, value):
+    """``value`` of ``data.<key>`` if it is within the bounds that ``schema`` declares for the key
+    (``sr.core.schema.bounded``: the one place of a bound, also checked when the config composes
+    and listed in docs/config.md).
+
+    Raises:
+        ValueError: naming the key, the bound and the value (``data.batch_size must be an
+            integer >= 1, got -4``).
+    """
+    meta = next(f.metadata for f in dataclasses.fields(schema) if f.name == key)
+    why = value_error(value, meta)
+    if why:
+        raise ValueError(f"data.{key} {why}, got {value!r}")
     return value
 
 
@@ -128,6 +143,7 @@ class PatchSource(abc.ABC):
             the training process refuse it.
         lr_from: ``y`` or ``rgb``, the colour order of the Y pairs' LR (``sr.core.degrade``).
         channels: ``y`` (pairs of one channel, Y) or ``rgb`` (three, R, G, B).
+        threads: the input pipeline's threads (:func:`pipeline_threads`).
         degradation: the LR operator (the ``degradation`` group, instantiated): None or
             ``sr.degradations.Bicubic`` for MATLAB bicubic,
             ``sr.degradations.realesrgan.RealESRGAN``
@@ -170,10 +186,14 @@ class PatchSource(abc.ABC):
         channels: str = "y",
         degradation=None,
         val_holdout: int = 0,
+        threads: int | None = None,
     ):
-        at_least("scale", scale)
-        at_least("batch_size", batch_size)
-        at_least("patch_size", patch_size)
+        for key, value in (
+            ("scale", scale),
+            ("batch_size", batch_size),
+            ("patch_size", patch_size),
+        ):
+            checked(self.schema, key, value)
         if patch_size % scale:
             raise ValueError(
                 f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
@@ -184,15 +204,13 @@ class PatchSource(abc.ABC):
         self.batch_size = int(batch_size)
         self.patch_size = int(patch_size)
         self.scale = int(scale)
-        if flips not in FLIPS:
-            raise ValueError(f"data.flips={flips!r}: choose one of {', '.join(FLIPS)}")
-        self.flips = flips
+        self.flips = checked(self.schema, "flips", flips)
         self.rot90 = bool(rot90)
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
-        if lr_from not in LR_FROM:
-            raise ValueError(f"data.lr_from={lr_from!r}: choose one of {', '.join(LR_FROM)}")
+        self.threads = checked(self.schema, "threads", threads)
+        checked(self.schema, "lr_from", lr_from)
         if lr_from == "rgb" and self.lr_dir:
             raise ValueError(
                 f"data.lr_from=rgb makes the LR from the RGB HR, but data.lr_dir={self.lr_dir} "
@@ -216,7 +234,7 @@ class PatchSource(abc.ABC):
             raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
         self.hr_dir = Path(hr_dir).expanduser()
         self.val_dir = Path(val_dir).expanduser() if val_dir else None
-        self.val_holdout = at_least("val_holdout", val_holdout, 0)
+        self.val_holdout = checked(self.schema, "val_holdout", val_holdout)
         if self.val_holdout and self.val_dir:
             raise ValueError(
                 f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
@@ -541,57 +559,3 @@ class PatchSource(abc.ABC):
     ) -> tf.data.Dataset:
         """Endless ``(lr, hr)`` batches from batch ``start`` on: :func:`pairs_dataset`."""
         return pairs_dataset(self, start, context)
-
-
-def pairs_dataset(
-    source: PatchSource, start: int = 0, context: tf.distribute.InputContext | None = None
-) -> tf.data.Dataset:
-    """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
-    :meth:`PatchSource.to_pairs` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's
-    number (``start``, ``start + 1``, ...) -> (the pair pool of ``degradation.pool_size``,
-    ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch.
-
-    Args:
-        source: a prepared source.
-        start: the first batch's number.
-        context: the ``tf.distribute.InputContext`` of this input pipeline (from
-            ``strategy.distribute_datasets_from_function``): batches are then a replica's share
-            of the global ``batch_size``, and the pipeline reads its own share of the data. None:
-            one pipeline, global batches.
-
-    Returns:
-        Endless ``tf.data.Dataset`` of ``(lr, hr)``: float32 ``[B, P/s, P/s, 1]`` and
-        ``[B, P, P, 1]`` in [0, 1] (see the module docstring).
-
-    Raises:
-        ImageFolderError: if the image folder is missing or holds no usable image.
-    """
-    if context is None:
-        batch, pipeline = source.batch_size, (0, 1)
-    else:
-        batch = context.get_per_replica_batch_size(source.batch_size)
-        pipeline = (context.input_pipeline_id, context.num_input_pipelines)
-
-    def pairs() -> tf.data.Dataset:
-        # degradation.pool_size in the input pipeline: batches replayed to rebuild the pool
-        first, full = pair_pool.replay_from(source, start, batch, pipeline[0])
-        ds = source.patch_dataset(first, batch, pipeline).enumerate(first)
-        # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
-        # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
-        # work per batch: an ordered map costs no throughput)
-        ds = ds.map(
-            lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
-        return pair_pool.pooled_pairs(source, ds, first, full, start, batch, pipeline[0])
-
-    if source.service:  # every worker draws its own read shuffles (service.unseeded)
-        from sr.data import service
-
-        ds = service.distribute(service.unseeded(pairs), source.service)
-    else:
-        ds = pairs()
-    options = tf.data.Options()
-    options.deterministic = source.deterministic
-    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -28,8 +28,7 @@ step in integer arithmetic, so that its output is libjpeg's decoded file, bit fo
 
 Measured against Pillow 13 (libjpeg-turbo 3.2, quality q, default 4:2:0, ISLOW): identical
 pixels at every quality 1..100 and every size tried (1x1 to 11x11, odd sides, 112-pixel photo
-crops), see ``tests/test_jpeg.py`` and ``benchmarks/jpeg_agreement.py``. What differs from
-libjpeg:
+crops), see ``tests/test_jpeg.py``. What differs from libjpeg:
 
 - the quality is a float per image, rounded down to an integer and clamped to 1..100 (libjpeg
   takes an int);

@@ -47,12 +47,6 @@ class Draws:
         self.u, self.key = uniforms, seed
         self.n = self.k = 0
 
-    @classmethod
-    def from_seed(cls, seed, count: int = 64) -> Draws:
-        """The draws of one image from its int ``[2]`` seed: ``count`` uniforms."""
-        seed = tf.cast(seed, tf.int64)
-        return cls(tf.random.stateless_uniform([count], seed), seed)
-
     def next(self) -> tf.Tensor:
         """The next unused uniform, float32 ``[...]``.
 
@@ -68,10 +62,6 @@ class Draws:
         """A fresh int64 ``[2]`` seed folded from the image's seed (for a noise field)."""
         self.k += 1
         return tf.random.experimental.stateless_fold_in(self.key, self.k)
-
-    def fork(self, count: int = 8) -> Draws:
-        """Draws of their own from a fresh seed (for one branch of a ``tf.cond``)."""
-        return Draws.from_seed(self.seed(), count)
 
     def uniform(self, low=0.0, high=1.0) -> tf.Tensor:
         """float32 ``[...]`` uniform in [low, high)."""
@@ -133,23 +123,33 @@ def quadratic_form(sigma_x, sigma_y, theta) -> tf.Tensor:
     return inv_xx * xx * xx + 2.0 * inv_xy * xx * yy + inv_yy * yy * yy
 
 
+def _gaussian(q: tf.Tensor) -> tf.Tensor:
+    return tf.exp(-0.5 * q)
+
+
+def _generalized(q: tf.Tensor, beta: tf.Tensor) -> tf.Tensor:
+    return tf.exp(-0.5 * tf.pow(q, beta))
+
+
+def _plateau(q: tf.Tensor, beta: tf.Tensor) -> tf.Tensor:
+    return 1.0 / (1.0 + tf.pow(q, beta))
+
+
 def gaussian_kernel(size, sigma_x, sigma_y, theta) -> tf.Tensor:
     """Bivariate Gaussian ``exp(-q / 2)``, side ``size`` padded to 21, sums to 1. float32."""
-    return _crop_to(tf.exp(-0.5 * quadratic_form(sigma_x, sigma_y, theta)), size)
+    return _crop_to(_gaussian(quadratic_form(sigma_x, sigma_y, theta)), size)
 
 
 def generalized_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
     """Generalized Gaussian ``exp(-(q^beta) / 2)`` (BasicSR's ``bivariate_generalized_Gaussian``;
     beta = 1 is the Gaussian), padded to 21, sums to 1. float32 ``[..., 21, 21]``."""
-    q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(tf.exp(-0.5 * tf.pow(q, _map(beta))), size)
+    return _crop_to(_generalized(quadratic_form(sigma_x, sigma_y, theta), _map(beta)), size)
 
 
 def plateau_kernel(size, sigma_x, sigma_y, theta, beta) -> tf.Tensor:
     """Plateau ``1 / (1 + q^beta)`` (BasicSR's ``bivariate_plateau``), padded to 21, sums to 1.
     float32 ``[..., 21, 21]``."""
-    q = quadratic_form(sigma_x, sigma_y, theta)
-    return _crop_to(1.0 / (1.0 + tf.pow(q, _map(beta))), size)
+    return _crop_to(_plateau(quadratic_form(sigma_x, sigma_y, theta), _map(beta)), size)
 
 
 def sinc_kernel(size, cutoff) -> tf.Tensor:
@@ -183,9 +183,7 @@ def random_kernel(draws: Draws, stage: dict, sizes) -> tf.Tensor:
     theta = tf.where(aniso, theta * 2 * math.pi - math.pi, 0.0)
     q = quadratic_form(sigma_x, sigma_y, theta)
     betag, betap = _map(draws.beta(*stage["betag_range"])), _map(draws.beta(*stage["betap_range"]))
-    kernels = tf.stack(
-        [tf.exp(-0.5 * q), tf.exp(-0.5 * tf.pow(q, betag)), 1.0 / (1.0 + tf.pow(q, betap))], -3
-    )
+    kernels = tf.stack([_gaussian(q), _generalized(q, betag), _plateau(q, betap)], -3)
     weights = tf.one_hot(family // 2, 3)[..., tf.newaxis, tf.newaxis]  # Gaussian, gen., plateau
     kernel = _crop_to(tf.reduce_sum(kernels * weights, -3), size)
     low = tf.where(size < 13, math.pi / 3, math.pi / 5)

@@ -136,9 +136,20 @@ def fixed_input(model: keras.Model, size: int) -> keras.Model:
 def to_tflite(model: keras.Model, path: Path, size: int, calibration=None) -> None:
     """Convert to a LiteRT flatbuffer at ``[1, size, size, C]``; ``calibration`` (a list of
     float32 ``[1, size, size, C]`` tiles) makes it int8 (weights and activations; float32 input
-    and output), else float32."""
+    and output), else float32.
+
+    The SavedModel the converter reads is exported with a static signature, batch included, so
+    that no shape is left to compute at run time: with the dynamic batch ``Model.export`` writes
+    otherwise, a reshape to a size computed at run time (Keras's nearest ``UpSampling2D``, a
+    ``tf.repeat``, as RRDBNet's upsampler was before ``sr.models.layers.UpSampling2D`` made it
+    ``depth_to_space``) left the converter a tensor of unknown batch and height, whose 3x3 conv
+    could not become LiteRT's ``CONV_2D`` (``ConverterError: 'tf.Conv2D' op is neither a custom
+    op nor a flex op``)."""
     saved = path.parent / "saved_model_for_tflite"  # variables frozen by the SavedModel path
-    fixed_input(model, size).export(str(saved), format="tf_saved_model", verbose=False)
+    spec = tf.TensorSpec([1, size, size, input_channels(model)], tf.float32, name="lr")
+    fixed_input(model, size).export(
+        str(saved), format="tf_saved_model", verbose=False, input_signature=[spec]
+    )
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
     if calibration is not None:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]

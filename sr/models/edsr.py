@@ -3,7 +3,11 @@ Single Image Super-Resolution", CVPRW 2017.
 
 Residual blocks (conv-ReLU-conv, no batch norm, residual scaling), a global skip over the body,
 and an upsampler of pixel-shuffle stages (x2 stages for x4, one x3 stage for x3). The paper
-subtracts the DIV2K RGB mean; on the Y channel in [0, 1] we subtract 0.5 and add it back.
+subtracts the DIV2K RGB mean; on the Y channel in [0, 1] we subtract 0.5 and add it back
+(``model.norm=centre``). BasicSR's ``EDSR`` (``basicsr/archs/edsr_arch.py``) computes
+``conv_last(...) / img_range + rgb_mean`` of ``(x - rgb_mean) * img_range`` with the DIV2K RGB
+mean and ``img_range`` 255: ``model.norm=div2k_mean model.img_range=255`` is that model exactly
+(the layout of ``sr.models.state_dicts.edsr`` builds BasicSR's files so).
 
 One builder, :func:`build_edsr`, makes every variant; a variant is a configuration of it:
 
@@ -21,7 +25,14 @@ from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
+from sr.models.layers import (
+    PixelShuffle,
+    UpSampling2D,
+    denormalized,
+    float32_output,
+    input_mean,
+    normalized,
+)
 
 _STAGES = {2: [2], 3: [3], 4: [2, 2], 8: [2, 2, 2]}
 
@@ -46,6 +57,8 @@ def build_edsr(
     res_scale: float = 1.0,
     direct_upsample: bool = False,
     bicubic_skip: bool = False,
+    norm: str = "centre",
+    img_range: float = 1.0,
 ) -> keras.Model:
     """Build EDSR; the defaults are the paper's baseline (``conf/model/edsr_baseline.yaml``).
 
@@ -57,16 +70,22 @@ def build_edsr(
         res_scale: factor on each block's residual before the addition (paper: 1 for the
             baseline, 0.1 for the 32-block, 256-feature EDSR).
         direct_upsample: one conv to ``channels * scale^2`` and one pixel shuffle at the end.
-        bicubic_skip: add the bicubic upscaling of the input to the output.
+        bicubic_skip: add the bicubic upscaling of the input to the output (instead of the
+            mean).
+        norm: the mean m the input loses and the output gets back (``sr.models.layers.NORMS``):
+            ``centre`` 0.5, ``div2k_mean`` the DIV2K RGB mean (BasicSR's ``rgb_mean``), ``none``.
+        img_range: R: the body sees ``(x - m) R`` and the output is ``y / R + m`` (BasicSR: 255).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
 
     Raises:
-        ValueError: for an unsupported scale.
+        ValueError: for an unsupported scale, an unknown ``norm``, or ``div2k_mean`` with other
+            than 3 channels.
     """
+    mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    x = keras.layers.Rescaling(1.0, offset=-0.5)(lr)
+    x = normalized(lr, mean, img_range)
     head = keras.layers.Conv2D(features, 3, padding="same")(x)
     x = head
     for _ in range(blocks):
@@ -79,8 +98,9 @@ def build_edsr(
     x = keras.layers.Add()([head, x])
     x = _upsample(x, scale, features, channels, direct_upsample)
     if bicubic_skip:
+        x = denormalized(x, (0.0,), img_range)
         up = UpSampling2D(scale, interpolation="bicubic")(lr)
         x = keras.layers.Add()([x, up])
     else:
-        x = keras.layers.Rescaling(1.0, offset=0.5)(x)
+        x = denormalized(x, mean, img_range)
     return keras.Model(lr, float32_output(x), name=f"edsr_x{scale}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sr.core.schema import bounded
+from sr.core.weightfiles import SUFFIXES
 from sr.models.vgg import LAYERS, TORCHVISION_FILE, TORCHVISION_URL, WEIGHTS_FILE
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
@@ -36,6 +37,15 @@ def _vgg_weights(value) -> str | None:
     )
 
 
+def _weight_file(value) -> str | None:
+    """Why ``value`` is not a discriminator weight file: a ``.pth`` / ``.safetensors`` file that
+    exists (its tensors are read and matched at start-up, ``sr.train.pretrained``)."""
+    path = Path(str(value)).expanduser()
+    if path.suffix.lower() in SUFFIXES and path.is_file():
+        return None
+    return f"must be null or an existing PyTorch weight file ({', '.join(SUFFIXES)})"
+
+
 @dataclass
 class DiscriminatorConfig:
     """Keys of the ``discriminator`` group: ``none`` (the default: a pixel loss only) or
@@ -50,6 +60,11 @@ class DiscriminatorConfig:
     # the guard's collapse rule: a log window whose mean discriminator loss (real + fake terms,
     # 2 ln 2 = 1.39 at balance) is below this means it wins and the generator learns nothing
     collapse_loss: float = bounded(0.05, minimum=0)
+    # a PyTorch discriminator to start from (Real-ESRGAN's RealESRGAN_x4plus_netD.pth), or null
+    init_from: str | None = bounded(None, check=_weight_file)
+    # the guard's explosion rule: a log window whose mean discriminator loss is above this (72 x
+    # its balance 1.39) means its updates blew up and its GAN term misleads the generator
+    explode_loss: float = bounded(100.0, minimum=0, above=True)
 
 
 @dataclass

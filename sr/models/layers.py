@@ -103,17 +103,72 @@ class UpSampling2D(keras.layers.UpSampling2D):
     directly (half-pixel centres, no antialiasing; bicubic is Keys' cubic with a = -0.5), so its
     output is the Keras layer's: ``[B, h, w, C]`` to ``[B, s h, s w, C]``, float32 for every
     interpolation but nearest. Bicubic with equal integer factors is computed by
-    :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel).
+    :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel). Nearest with equal
+    integer factors s is ``depth_to_space`` of s^2 copies of the channels (the same values):
+    Keras's ``repeat`` loses the static shape, and a TFLite converter then fails on the next
+    convolution ("'tf.Conv2D' op is neither a custom op nor a flex op": RRDBNet's upsampler).
     """
 
     def call(self, x):
+        fy, fx = self.size
+        if self.interpolation == "nearest" and self.data_format == "channels_last":
+            if fy == fx and int(fy) == fy:
+                s = int(fy)
+                return tf.nn.depth_to_space(tf.tile(x, [1, 1, 1, s * s]), s)
         if self.interpolation == "nearest" or self.data_format != "channels_last":
             return super().call(x)
-        fy, fx = self.size
         if self.interpolation == "bicubic" and fy == fx and int(fy) == fy:
             return bicubic_upscale_graph(tf.cast(x, tf.float32), int(fy))
         size = tf.shape(x)[1:3] * tf.constant(self.size, dtype=tf.int32)
         return tf.image.resize(x, size, method=self.interpolation)
+
+
+DIV2K_RGB_MEAN = (0.4488, 0.4371, 0.4040)
+"""The mean of DIV2K's training images per RGB channel, on [0, 1]: what BasicSR's EDSR
+(``basicsr/archs/edsr_arch.py``, ``rgb_mean``) and SPAN's official code
+(hongyuanyu/SPAN, ``basicsr/archs/span_arch.py``) subtract from the input."""
+
+NORMS = ("centre", "div2k_mean", "none")
+"""What a builder subtracts from its input in [0, 1] (``model.norm``): ``centre`` 0.5 on every
+channel (the project's own convention), ``div2k_mean`` :data:`DIV2K_RGB_MEAN` (the reference
+code's, RGB only), ``none`` nothing."""
+
+
+def input_mean(norm: str, channels: int) -> tuple[float, ...]:
+    """The per-channel mean that ``norm`` (one of :data:`NORMS`) subtracts from a
+    ``channels``-channel input in [0, 1].
+
+    Raises:
+        ValueError: for an unknown ``norm``, or ``div2k_mean`` on other than 3 channels (the
+            mean is RGB's).
+    """
+    if norm not in NORMS:
+        raise ValueError(f"model.norm={norm!r}: choose one of {', '.join(NORMS)}")
+    if norm == "div2k_mean" and channels != 3:
+        raise ValueError(
+            f"model.norm=div2k_mean subtracts DIV2K's RGB mean and needs 3 channels, got "
+            f"{channels}: use data.channels=3 (RGB) or model.norm=centre"
+        )
+    value = {"centre": (0.5,), "div2k_mean": DIV2K_RGB_MEAN, "none": (0.0,)}[norm]
+    return value if len(value) == channels else value * channels
+
+
+def normalized(lr, mean: tuple[float, ...], img_range: float):
+    """``(lr - mean) * img_range``, one ``Rescaling`` layer (``mean`` per channel, as
+    :func:`input_mean` gives it); the input unchanged for a zero mean and a range of 1."""
+    if not any(mean) and img_range == 1.0:
+        return lr
+    offset = -mean[0] * img_range if len(set(mean)) == 1 else [-m * img_range for m in mean]
+    return keras.layers.Rescaling(img_range, offset=offset)(lr)
+
+
+def denormalized(y, mean: tuple[float, ...], img_range: float):
+    """``y / img_range + mean``, the inverse of :func:`normalized` on a network's output, one
+    ``Rescaling`` layer; ``y`` unchanged for a zero mean and a range of 1."""
+    if not any(mean) and img_range == 1.0:
+        return y
+    offset = mean[0] if len(set(mean)) == 1 else list(mean)
+    return keras.layers.Rescaling(1.0 / img_range, offset=offset)(y)
 
 
 def float32_output(x):

@@ -19,7 +19,10 @@ The configurations of the paper, parameter counts on RGB at x4 (``tests/test_mod
 
 On the Y channel the head and the tail read and write one channel instead of three (a few
 hundred parameters fewer). As our other models, the input in [0, 1] is shifted by -0.5 and the
-output back by +0.5 (the reference leaves normalisation to its training framework).
+output back by +0.5 (``model.norm=centre``). The reference network has no normalisation of its
+own, and its released model takes [0, 255] (``test_demo.py`` feeds ``img_L * 255.`` and divides
+the output by 255): ``model.norm=none model.img_range=255`` is that computation exactly (the
+layout of ``sr.models.state_dicts.rlfn`` builds the official files so).
 
 The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``MIN_SIZE``).
 """
@@ -29,7 +32,15 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D, float32_output
+from sr.models.layers import (
+    LeakyReLU,
+    PixelShuffle,
+    UpSampling2D,
+    denormalized,
+    float32_output,
+    input_mean,
+    normalized,
+)
 
 MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
 
@@ -76,6 +87,8 @@ def build_rlfn(
     blocks: int = 6,
     esa_channels: int = 16,
     bicubic_skip: bool = False,
+    norm: str = "centre",
+    img_range: float = 1.0,
 ) -> keras.Model:
     """Build RLFN; the defaults are the paper's RLFN (``conf/model/rlfn.yaml``).
 
@@ -89,14 +102,22 @@ def build_rlfn(
         esa_channels: channels of ESA (paper: 16).
         bicubic_skip: add the bicubic upscaling of the input to the output (as VDSR and our
             ``edsr_lite``), instead of the +0.5 shift; not in the paper.
+        norm: the mean m the input loses and the output gets back (``sr.models.layers.NORMS``):
+            ``centre`` 0.5, ``none`` (the reference), ``div2k_mean`` (RGB).
+        img_range: R: the network sees ``(x - m) R`` and the output is ``y / R + m`` (the
+            official release: 255, with ``norm=none``).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1] with h, w >= 15, output float32
         ``[B, s h, s w, C]``.
+
+    Raises:
+        ValueError: for an unknown ``norm``, or ``div2k_mean`` with other than 3 channels.
     """
     mid = int(mid_features or features)
+    mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    x = keras.layers.Rescaling(1.0, offset=-0.5)(lr)
+    x = normalized(lr, mean, img_range)
     head = keras.layers.Conv2D(features, 3, padding="same")(x)
     x = head
     for _ in range(blocks):
@@ -106,7 +127,8 @@ def build_rlfn(
     x = keras.layers.Conv2D(channels * scale * scale, 3, padding="same")(x)
     x = PixelShuffle(scale)(x)
     if bicubic_skip:
+        x = denormalized(x, (0.0,), img_range)
         x = keras.layers.Add()([x, UpSampling2D(scale, interpolation="bicubic")(lr)])
     else:
-        x = keras.layers.Rescaling(1.0, offset=0.5)(x)
+        x = denormalized(x, mean, img_range)
     return keras.Model(lr, float32_output(x), name=f"rlfn_x{scale}")

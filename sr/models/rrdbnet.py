@@ -22,6 +22,12 @@ the input by 2 or 4 before the x4 network: that needs LR sizes divisible by 2 or
 output to a grid anchored at the image corner, so tiles would not equal the whole image; it is
 not offered here. Other scales are refused.
 
+The convolutions are named as the reference's modules, ``.`` written ``_`` (``conv_first``,
+``body_0_rdb1_conv1``, ``conv_body``, ``conv_up1``, ``conv_hr``, ``conv_last``), so that
+``sr.models.state_dicts.rrdbnet`` moves BasicSR's state dict in and out by name; the
+computation is the reference's at x4 (``tests/test_pytorch_rrdbnet.py``: within 1e-4 of
+BasicSR's and spandrel's).
+
 The RDB convs start as in the reference (``default_init_weights(..., 0.1)``): He-normal (fan in)
 scaled by 0.1, zero bias; the other convs have Keras's default (Glorot uniform, zero bias).
 """
@@ -38,30 +44,37 @@ RES_SCALE = 0.2  # residual scaling of every RDB and RRDB (paper)
 STAGES = {2: [2], 3: [3], 4: [2, 2], 8: [2, 2, 2]}  # data.scale -> nearest upsampling stages
 
 
-def _rdb_conv(filters: int) -> keras.layers.Conv2D:
+def _rdb_conv(filters: int, name: str | None = None) -> keras.layers.Conv2D:
     """A 3x3 conv of a residual dense block, initialised as the reference: He normal x 0.1
     (std ``0.1 sqrt(2 / fan_in)``), zero bias."""
     init = keras.initializers.VarianceScaling(0.02, "fan_in", "untruncated_normal")
-    return keras.layers.Conv2D(filters, 3, padding="same", kernel_initializer=init)
+    return keras.layers.Conv2D(filters, 3, padding="same", kernel_initializer=init, name=name)
 
 
-def residual_dense_block(x, features: int, growth: int):
+def _conv(filters: int, name: str) -> keras.layers.Conv2D:
+    return keras.layers.Conv2D(filters, 3, padding="same", name=name)
+
+
+def residual_dense_block(x, features: int, growth: int, name: str | None = None):
     """Residual dense block: five 3x3 convs, each reading ``x`` and every earlier conv's output
     (``features + k growth`` channels), leaky ReLU 0.2 after the first four; returns
-    ``x + 0.2 conv5``, ``[B, h, w, features]``."""
+    ``x + 0.2 conv5``, ``[B, h, w, features]``. With ``name``, the convs are ``<name>_conv1``
+    to ``<name>_conv5``."""
+    named = (lambda k: f"{name}_conv{k}") if name else (lambda k: None)  # noqa: E731
     dense = [x]
-    for _ in range(4):
+    for k in range(1, 5):
         inputs = dense[0] if len(dense) == 1 else keras.layers.Concatenate()(dense)
-        dense.append(LeakyReLU(SLOPE)(_rdb_conv(growth)(inputs)))
-    out = _rdb_conv(features)(keras.layers.Concatenate()(dense))
+        dense.append(LeakyReLU(SLOPE)(_rdb_conv(growth, named(k))(inputs)))
+    out = _rdb_conv(features, named(5))(keras.layers.Concatenate()(dense))
     return keras.layers.Add()([x, keras.layers.Rescaling(RES_SCALE)(out)])
 
 
-def rrdb(x, features: int, growth: int):
-    """Residual in residual dense block: three RDBs, ``x + 0.2 rdb3(rdb2(rdb1(x)))``."""
+def rrdb(x, features: int, growth: int, name: str | None = None):
+    """Residual in residual dense block: three RDBs, ``x + 0.2 rdb3(rdb2(rdb1(x)))`` (with
+    ``name``, the RDBs are ``<name>_rdb1`` to ``<name>_rdb3``)."""
     out = x
-    for _ in range(3):
-        out = residual_dense_block(out, features, growth)
+    for k in range(1, 4):
+        out = residual_dense_block(out, features, growth, f"{name}_rdb{k}" if name else None)
     return keras.layers.Add()([x, keras.layers.Rescaling(RES_SCALE)(out)])
 
 
@@ -99,15 +112,15 @@ def build_rrdbnet(
         if value < 1:
             raise ConfigError(f"model.{key} must be at least 1 for model=rrdbnet, got {value}")
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    head = keras.layers.Conv2D(features, 3, padding="same")(lr)
+    head = _conv(features, "conv_first")(lr)
     x = head
-    for _ in range(blocks):
-        x = rrdb(x, features, growth)
-    x = keras.layers.Conv2D(features, 3, padding="same")(x)
+    for i in range(blocks):
+        x = rrdb(x, features, growth, f"body_{i}")
+    x = _conv(features, "conv_body")(x)
     x = keras.layers.Add()([head, x])
-    for factor in STAGES[scale]:
+    for n, factor in enumerate(STAGES[scale], start=1):
         x = UpSampling2D(factor, interpolation="nearest")(x)
-        x = LeakyReLU(SLOPE)(keras.layers.Conv2D(features, 3, padding="same")(x))
-    x = LeakyReLU(SLOPE)(keras.layers.Conv2D(features, 3, padding="same")(x))
-    x = keras.layers.Conv2D(channels, 3, padding="same")(x)
+        x = LeakyReLU(SLOPE)(_conv(features, f"conv_up{n}")(x))
+    x = LeakyReLU(SLOPE)(_conv(features, "conv_hr")(x))
+    x = _conv(channels, "conv_last")(x)
     return keras.Model(lr, float32_output(x), name=f"rrdbnet_x{scale}")

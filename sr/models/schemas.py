@@ -19,6 +19,7 @@ from omegaconf import MISSING
 from sr.core.schema import bounded
 from sr.models.compact import ACTIVATIONS as COMPACT_ACTIVATIONS
 from sr.models.espcn_mf import ALIGNS, FUSION_INITS
+from sr.models.layers import NORMS
 
 
 def _activation(name) -> str | None:
@@ -68,6 +69,8 @@ class EDSRConfig(ModelConfig):
     res_scale: float = bounded(1.0, minimum=0, above=True)  # factor on each block's residual
     direct_upsample: bool = False  # one conv and one pixel shuffle of scale at the end
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input, back on the output
+    img_range: float = bounded(1.0, minimum=0, above=True)  # factor inside (BasicSR: 255)
 
 
 @dataclass
@@ -80,6 +83,8 @@ class RLFNConfig(ModelConfig):
     blocks: int = bounded(6, minimum=1, integer=True)  # residual local feature blocks
     esa_channels: int = bounded(16, minimum=1, integer=True)  # channels of the attention (ESA)
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input, back on the output
+    img_range: float = bounded(1.0, minimum=0, above=True)  # factor inside (official: 255)
 
 
 @dataclass
@@ -90,6 +95,8 @@ class SPANConfig(ModelConfig):
     blocks: int = bounded(6, minimum=1, integer=True)  # parameter-free attention blocks
     bicubic_skip: bool = False  # add the bicubic upscaling of the input to the output
     img_range: float = bounded(255.0, minimum=0, above=True)  # factor on the centred input
+    norm: str = bounded("centre", choices=NORMS)  # mean off the input (centre: back on output)
+    fuse_silu: bool = False  # the fusion reads the last block's first conv after its SiLU
 
 
 @dataclass

@@ -7,8 +7,10 @@ A head, six swift parameter-free attention blocks (SPAB: three convs with SiLU b
 attention is ``sigmoid(h) - 0.5`` of the third conv's output h, with no parameters, and gates
 ``h + x``), a conv after the last block, a 1x1 fusion of the concatenated head, first block,
 last block and the last block's first conv, and one 3x3 conv to ``C s^2`` channels and a pixel
-shuffle. Every conv but the fusion and the upsampler is a :class:`Conv3XC`, which the paper
-trains over-parameterised and runs as one 3x3 conv.
+shuffle. The reference's fusion in fact reads that first conv after its SiLU (the block returns
+a tensor that its in-place SiLU has overwritten): ``model.fuse_silu=true`` computes so. Every
+conv but the fusion and the upsampler is a :class:`Conv3XC`, which the paper trains
+over-parameterised and runs as one 3x3 conv.
 
 Parameters of the paper's x4 SPAN (52 features, RGB) as deployed: 498 K (``conf/model/span.yaml``;
 48 features: 426 K); :func:`sr.models.complexity.parameters` counts each :class:`Conv3XC` as its
@@ -16,15 +18,24 @@ Parameters of the paper's x4 SPAN (52 features, RGB) as deployed: 498 K (``conf/
 centred and multiplied by 255 (``img_range``): the attention ``(h + x) (sigmoid(h) - 0.5)`` is
 about ``h^2 / 4`` for small h, so on inputs of [-0.5, 0.5] the blocks' outputs shrink
 quadratically from block to block at initialisation, to exact zeros (and zero gradients) by the
-fourth block, where inputs of +-128 keep them alive. The centre is 0.5 (the reference subtracts
-the DIV2K RGB mean, 0.40 to 0.45) and the output gets it back (+0.5; the reference adds nothing).
+fourth block, where inputs of +-128 keep them alive. By default the centre is 0.5 and the output
+gets it back (+0.5, ``model.norm=centre``); the reference subtracts the DIV2K RGB mean (0.40 to
+0.45) and adds nothing to the output, which ``model.norm=div2k_mean`` reproduces exactly (the
+layout of ``sr.models.state_dicts.span`` builds the released models so); spandrel's variant
+without normalisation (its ``no_norm`` buffer) is ``model.norm=none model.img_range=1``.
 """
 
 from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
+from sr.models.layers import (
+    PixelShuffle,
+    UpSampling2D,
+    float32_output,
+    input_mean,
+    normalized,
+)
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -95,14 +106,16 @@ class Conv3XC(keras.layers.Layer):
 
 
 def spab(x, features: int):
-    """Swift parameter-free attention block: ``(out, first_conv, attention)``, each
-    ``[B, h, w, features]``."""
+    """Swift parameter-free attention block: ``(out, first_conv, first_conv_silu)``, each
+    ``[B, h, w, features]``: the block's output, its first conv's output and that after its
+    SiLU."""
     out1 = Conv3XC(features)(x)
-    out2 = Conv3XC(features)(keras.layers.Activation("silu")(out1))
+    act1 = keras.layers.Activation("silu")(out1)
+    out2 = Conv3XC(features)(act1)
     out3 = Conv3XC(features)(keras.layers.Activation("silu")(out2))
     att = keras.layers.Rescaling(1.0, offset=-0.5)(keras.layers.Activation("sigmoid")(out3))
     out = keras.layers.Multiply()([keras.layers.Add()([out3, x]), att])
-    return out, out1, att
+    return out, out1, act1
 
 
 def build_span(
@@ -112,6 +125,8 @@ def build_span(
     blocks: int = 6,
     bicubic_skip: bool = False,
     img_range: float = 255.0,
+    norm: str = "centre",
+    fuse_silu: bool = False,
 ) -> keras.Model:
     """Build SPAN (``conf/model/span.yaml``: the paper's x4 model, 52 features).
 
@@ -124,30 +139,40 @@ def build_span(
         bicubic_skip: add the bicubic upscaling of the input to the output instead of the +0.5
             shift (as VDSR and our ``edsr_lite``); not in the paper.
         img_range: the factor on the centred input (reference: 255).
+        norm: what the input loses before ``img_range`` (``sr.models.layers.NORMS``):
+            ``centre`` 0.5, given back to the output (+0.5); ``div2k_mean`` the DIV2K RGB mean,
+            nothing added to the output (the reference: ``(x - rgb_mean) * img_range``); ``none``
+            nothing, nothing added.
+        fuse_silu: the fusion reads the last block's first conv after its SiLU, as the
+            reference computes (its ``SPAB.forward`` returns ``out1``, which the in-place
+            ``SiLU(inplace=True)`` has overwritten); False: before it (the project's models
+            trained so far).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
 
     Raises:
-        ValueError: for fewer than one block.
+        ValueError: for fewer than one block, an unknown ``norm``, or ``div2k_mean`` with other
+            than 3 channels.
     """
     if blocks < 1:
         raise ValueError(f"SPAN needs at least 1 block, got model.blocks={blocks}")
+    mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    x = keras.layers.Rescaling(img_range, offset=-0.5 * img_range)(lr)
+    x = normalized(lr, mean, img_range)
     head = Conv3XC(features)(x)
     out, first = head, None
     for _ in range(blocks):
-        out, out1, _ = spab(out, features)
+        out, out1, act1 = spab(out, features)
         first = out if first is None else first
     out = Conv3XC(features)(out)
-    x = keras.layers.Concatenate()([head, out, first, out1])
+    x = keras.layers.Concatenate()([head, out, first, act1 if fuse_silu else out1])
     x = keras.layers.Conv2D(features, 1)(x)
     x = keras.layers.Conv2D(channels * scale * scale, 3, padding="same")(x)
     x = PixelShuffle(scale)(x)
     if bicubic_skip:
         x = keras.layers.Add()([x, UpSampling2D(scale, interpolation="bicubic")(lr)])
-    else:
+    elif norm == "centre":
         x = keras.layers.Rescaling(1.0, offset=0.5)(x)
     return keras.Model(lr, float32_output(x), name=f"span_x{scale}")
 

@@ -71,16 +71,19 @@ class SpectralNorm(keras.layers.Wrapper):
         n = 1
         for d in kernel.shape[:-1]:
             n *= int(d)
+        # autocast=False: under a mixed policy (train.precision) u and v are read in float32
         self.weight_u = self.add_weight(
             shape=(int(kernel.shape[-1]),), initializer=unit_normal, trainable=False,
-            name="weight_u",
+            name="weight_u", autocast=False,
         )  # fmt: skip
         self.weight_v = self.add_weight(
-            shape=(n,), initializer=unit_normal, trainable=False, name="weight_v"
+            shape=(n,), initializer=unit_normal, trainable=False, name="weight_v", autocast=False
         )
 
     def call(self, inputs, training=None):
-        w = ops.cast(self.layer.kernel, "float32")  # W_orig [kh, kw, C_in, C_out]
+        # W_orig [kh, kw, C_in, C_out], as the policy reads it (rounded to bfloat16 or float16
+        # under a mixed policy), then the power iteration and sigma in float32
+        w = ops.cast(self.layer.kernel, "float32")
         matrix = ops.reshape(w, (-1, ops.shape(w)[-1]))  # [n, C_out]: W^T
         u, v = ops.convert_to_tensor(self.weight_u), ops.convert_to_tensor(self.weight_v)
         if training:

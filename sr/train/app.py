@@ -14,8 +14,10 @@ from sr.config import ConfigError, build_source, validate
 from sr.data.demo import ensure_demo_for
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model, load_model_from_run
-from sr.train.loop import Trainer, setup_precision
+from sr.train.checkpoint import build_model, init_from_choice, init_from_fix, load_model_from_run
+from sr.train.loop import Trainer
+from sr.train.precision import setup_precision
+from sr.train.pretrained import is_weight_file, load_model, record_init
 from sr.train.rundir import check_init_from, check_resume
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     elif cfg.train.get("init_from"):
         check_init_from(cfg)
     run_dir = Path(run_dir)
+    record_init(cfg, run_dir)  # weight files of train/discriminator.init_from: init_from.json
     strategy = distribute.setup(cfg.train)  # first: multi-worker needs it before any op
     log.info("strategy: %s", distribute.describe(strategy))
     if cfg.seed is not None:
@@ -57,11 +60,14 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     ensure_demo_for([loader.hr_dir, loader.val_dir], cfg.demo_dir)
     loader.prepare()  # checks the training and validation folders, builds shards
     loader.check_pipelines(distribute.input_pipelines(strategy))
-    mixed = setup_precision(cfg.train.mixed_precision)
+    precision = setup_precision(cfg.train.precision, strategy)  # before any model is built
     start = None
     if cfg.train.get("init_from") and not cfg.resume:
-        # train.init_checkpoint (null: best, else last), its averages where saved
-        start = load_model_from_run(cfg.train.init_from, cfg.train.get("init_checkpoint"))[0]
+        source = cfg.train.init_from
+        if is_weight_file(source):  # a PyTorch file (sr.train.pretrained)
+            start = load_model(source)[0]
+        else:  # a run's best (or the chosen checkpoint), its averages where saved
+            start = load_model_from_run(*init_from_choice(source), fix=init_from_fix)[0]
     with strategy.scope():
         model = build_model(cfg)
         if start is not None:
@@ -74,7 +80,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict:
     extra = f" ({deployed} as deployed, re-parameterised)" if deployed != trained else ""
     log.info("model %s: %d parameters%s", model.name, trained, extra)
     check_model_input(model, cfg, getattr(loader, "frames", 1))
-    trainer = Trainer(cfg, loader, model, run_dir, mixed=mixed, strategy=strategy)
+    trainer = Trainer(cfg, loader, model, run_dir, mixed=precision.loss_scale, strategy=strategy)
     if cfg.resume:
         trainer.restore()
     return trainer.fit()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from pathlib import Path
 
 import hydra
@@ -85,7 +86,7 @@ def make_guard_state() -> tf.train.Checkpoint:
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         ),
         rollbacks=tf.Variable(0, dtype=tf.int64, trainable=False, name="rollbacks"),
-        memory=tf.Variable(  # the guard's references: lowest mean loss, last mean, best PSNR
+        memory=tf.Variable(  # the guard's references: lowest mean loss, last mean, PSNR reference
             [math.inf, math.nan, -math.inf], dtype=tf.float64, trainable=False, name="memory"
         ),
     )
@@ -284,6 +285,58 @@ def damaged_fix(run_dir, path: str) -> str:
     return f"choose another checkpoint: --checkpoint {best}last or ckpt-N{listed}"
 
 
+def init_from_choice(value) -> tuple[Path, str | None]:
+    """``(run folder, checkpoint)`` of a ``train.init_from`` value: ``RUN`` (its best, else its
+    newest: checkpoint None), ``RUN/checkpoints/best`` (``best``), ``RUN/checkpoints/last``
+    (``last``: the newest of the rotation, a finished run's final weights, where Real-ESRGAN's
+    GAN stage starts) or ``RUN/checkpoints/ckpt-N`` (``ckpt-N``, one of the rotation's: e.g. when
+    ``best`` is damaged); ``checkpoint`` as :func:`find_checkpoint` takes it."""
+    path = Path(value).expanduser()
+    name = path.name
+    if path.parent.name == CHECKPOINT_DIR and (name in (BEST_DIR, "last") or _CKPT.fullmatch(name)):
+        return path.parent.parent, name
+    return path, None
+
+
+_CKPT = re.compile(r"ckpt-\d+")
+
+
+def init_from_fix(run_dir, path: str) -> str:
+    """:func:`damaged_fix` for ``train.py``: the other checkpoints of the run as the
+    ``train.init_from=RUN/checkpoints/ckpt-N`` values that start from them."""
+    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
+    _, rotation = checkpoint_state(ckpt_dir)
+    others = [Path(p).name for p in rotation if Path(p) != Path(path)]
+    if not others:
+        return "the run has no other checkpoint: start from another run, or drop train.init_from"
+    what = "the best checkpoint is damaged: " if Path(path).parent == best_dir(run_dir) else ""
+    more = f" (or another of {', '.join(others)})" if len(others) > 1 else ""
+    return (
+        f"{what}start from another of its checkpoints with train.init_from="
+        f"{ckpt_dir / others[-1]}{more}"
+    )
+
+
+def check_resume_init_from(cfg: DictConfig, saved: DictConfig) -> None:
+    """``resume=`` never loads ``train.init_from``: refuse one other than the run's own start.
+
+    Raises:
+        RunDirError: naming both keys, the run's own ``train.init_from`` and the two ways on.
+    """
+    given = cfg.train.get("init_from")
+    own = OmegaConf.select(saved, "train.init_from", default=None)
+    same = own and Path(own).expanduser().resolve() == Path(given or "").expanduser().resolve()
+    if not given or same:
+        return  # the command that started the run, with resume= added: its start, as it was
+    started = f"the run started from train.init_from={own}" if own else "the run has none"
+    raise RunDirError(
+        f"resume={cfg.resume} with train.init_from={given}: a resume continues the run from its "
+        f"own checkpoint (weights, optimizer, step) and never loads train.init_from ({started}). "
+        f"Drop train.init_from to resume the run, or drop resume= to start a new run from "
+        f"{given}'s weights"
+    )
+
+
 def checkpoint_label(run_dir, path: str) -> str:
     """How results name the checkpoint ``path`` of a run: ``best (ckpt-4000)``, ``last
     (ckpt-8000)`` or ``ckpt-6000``."""
@@ -316,7 +369,7 @@ WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of :func:`load_mode
 
 
 def load_model_from_run(
-    run_dir, checkpoint: str | None = None, weights: str = "auto"
+    run_dir, checkpoint: str | None = None, weights: str = "auto", fix=damaged_fix
 ) -> tuple[keras.Model, DictConfig, int]:
     """Rebuild a run's model and restore its weights.
 
@@ -328,6 +381,9 @@ def load_model_from_run(
             ``live``: the trained weights themselves; ``auto``: the averages when the checkpoint
             has them, else the trained weights. Which was loaded is logged and set as
             ``model.sr_weights`` (``ema`` or ``live``).
+        fix: ``(run_dir, path) -> str``, the advice for a damaged checkpoint in the command in
+            use: :func:`damaged_fix` (the scripts' ``--checkpoint``), :func:`init_from_fix`
+            (``train.py``'s ``train.init_from``).
 
     Returns:
         ``(model, cfg, step)``: the Keras model with restored weights, the run's config, and the
@@ -346,7 +402,7 @@ def load_model_from_run(
     model = build_model(cfg)
     step = tf.Variable(0, dtype=tf.int64)
     path = find_checkpoint(run_dir, checkpoint)
-    restore_checkpoint(make_checkpoint(model, step=step), path, damaged_fix(run_dir, path))
+    restore_checkpoint(make_checkpoint(model, step=step), path, fix(run_dir, path))
     has_ema = has_averages(path)
     if weights == "ema" and not has_ema:
         raise RunDirError(

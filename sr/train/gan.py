@@ -160,18 +160,21 @@ class AdversarialTraining:
 
     The rule of ``checkpoints/best`` (:attr:`best_metric`): the lowest NIQE of the validation SR
     (``sr.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
-    PSNR for texture; the guard judges the pixel loss and the discriminator's collapse, not the
-    validation PSNR (:attr:`judges_psnr`).
+    PSNR for texture. The guard judges the pixel loss, the discriminator's loss (its collapse
+    and its explosion, :meth:`judge`) and the validation PSNR against the stage's start, not
+    the best so far (:attr:`psnr_reference`: ``start``; ``train.guard_gan_val_drop``).
     """
 
     best_metric = "niqe"
-    judges_psnr = False
+    psnr_reference = "start"
 
     def __init__(self, cfg, loss: RealESRGANLoss, channels: int, mixed: bool, lr_scale):
         d = cfg.discriminator
         loss.build()  # the VGG19: a missing weights file is refused here, before any step
         self.loss, self.guard_on = loss, bool(cfg.train.guard)
         self.collapse_loss = float(d.collapse_loss)
+        self.explode_loss = float(d.get("explode_loss", 100.0))
+        self.d_lr = float(d.lr)
         self.discriminator = hydra.utils.get_method(d._target_)(
             channels=channels, features=int(d.features), skip_connection=bool(d.skip_connection)
         )
@@ -221,18 +224,51 @@ class AdversarialTraining:
                 tf.summary.scalar(f"gan/{key}", value)
 
     def judge(self, step: int) -> str | None:
-        """The collapse rule on the last log window: the discriminator's mean loss (real +
-        fake) below ``discriminator.collapse_loss`` (None: accepted, or nothing to judge)."""
+        """The discriminator's rules on the last log window (None: accepted, or nothing to
+        judge): its mean loss (real + fake; 2 ln 2 = 1.39 at balance) below
+        ``discriminator.collapse_loss`` (it wins: the generator's GAN term gives no signal) or
+        above ``discriminator.explode_loss`` (its updates blew up: the GAN term misleads)."""
         means, self.means = self.means, None
         if not self.guard_on or means is None:
             return None
         d_loss = means["d_real_loss"] + means["d_fake_loss"]
+        logits = f"D(real) {means['d_real']:+.2f}, D(fake) {means['d_fake']:+.2f}"
         if d_loss < self.collapse_loss:
             return (
                 f"discriminator collapse: its mean loss in the window to step {step} is "
                 f"{d_loss:.4g}, below discriminator.collapse_loss={self.collapse_loss:g} (it "
-                f"wins: D(real) {means['d_real']:+.2f}, D(fake) {means['d_fake']:+.2f}, and the "
-                "generator's GAN term gives no signal)"
+                f"wins: {logits}, and the generator's GAN term gives no signal)"
+            )
+        if not d_loss <= self.explode_loss:  # NaN and inf too
+            return (
+                f"discriminator explosion: its mean loss in the window to step {step} is "
+                f"{d_loss:.4g}, above discriminator.explode_loss={self.explode_loss:g} (its "
+                f"balance is 2 ln 2 = 1.39; {logits}: its updates blew up, and its GAN term "
+                "misleads the generator)"
+            )
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """What to change after the guard stopped the run for ``reason`` when it is one of the
+        GAN stage's verdicts (the discriminator's rules, the collapse below the stage's start):
+        the discriminator's keys; None for the others (the trainer's ``train.lr`` advice)."""
+        lower = f"a lower discriminator.lr (now {self.d_lr:g})"
+        if reason.startswith("discriminator collapse"):
+            return (
+                f"Start the GAN stage again (train.init_from=) with {lower} or a higher "
+                "loss.gan_weight, or a lower discriminator.collapse_loss "
+                f"(now {self.collapse_loss:g}) if the rule misjudged it"
+            )
+        if reason.startswith("discriminator explosion"):
+            return (
+                f"Start the GAN stage again (train.init_from=) with {lower}, or a higher "
+                f"discriminator.explode_loss (now {self.explode_loss:g}) if the rule misjudged it"
+            )
+        if reason.startswith("validation collapse of the GAN stage"):
+            return (
+                f"Start the GAN stage again (train.init_from=) with {lower}, a lower "
+                "loss.gan_weight or train.lr, or a larger train.guard_gan_val_drop if the rule "
+                "misjudged it"
             )
         return None
 

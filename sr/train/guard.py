@@ -42,6 +42,7 @@ class GuardSettings:
     step_factor: float = 5.0
     explode_factor: float = 100.0
     val_drop: float = 3.0  # dB
+    stage_drop: float = 5.0  # dB, the GAN stage's margin below its start (guard_gan_val_drop)
     lr_factor: float = 0.5
     max_rollbacks: int = 3
 
@@ -55,6 +56,7 @@ class GuardSettings:
             step_factor=float(t.guard_step_factor),
             explode_factor=float(t.guard_explode_factor),
             val_drop=float(t.guard_val_drop),
+            stage_drop=float(t.get("guard_gan_val_drop", cls.stage_drop)),
             lr_factor=float(t.guard_lr_factor),
             max_rollbacks=int(t.guard_max_rollbacks),
         )
@@ -72,7 +74,10 @@ class DivergenceGuard:
     - A **validation collapse**, judged as soon as a best exists (a resumed run's best from
       ``checkpoints/best``): a validation PSNR (of the trained weights, dB) more than
       ``val_drop`` dB below the best so far, or NaN. ``val_drop`` is the margin for noise: a
-      smaller drop, early or late, is accepted.
+      smaller drop, early or late, is accepted. With ``reference="start"`` (the GAN stage,
+      which lowers PSNR on purpose, by a dB or two) the reference is instead the stage's
+      start (:attr:`start_psnr`: the PSNR of its ``train.init_from`` weights, measured before
+      its first step, else its first validation), and the margin ``stage_drop``.
     - A **loss spike**, judged from ``warmup`` (``train.guard_from``) steps after the run's own
       first step (:meth:`begin`; for a resumed run, the step it resumed at): a window (the
       ``train.log_every`` steps since the last timing line, or several, to at least
@@ -86,8 +91,10 @@ class DivergenceGuard:
     accepted validation (:meth:`target`).
     """
 
-    def __init__(self, settings: GuardSettings):
+    def __init__(self, settings: GuardSettings, reference: str = "best"):
         self.settings = settings
+        self.reference_rule = reference  # the validation rule's reference: "best" or "start"
+        self.start_psnr = -math.inf  # the stage's start (reference "start"), dB; -inf: unknown
         self.origin = 0  # the step the run (this process) started from
         self.reference = math.inf  # the first step's loss (the explosion rule's, with the means)
         self.lowest_mean = math.inf
@@ -170,7 +177,10 @@ class DivergenceGuard:
 
     def validation(self, step: int, psnr: float) -> str | None:
         """Judge the validation PSNR (dB, trained weights) at ``step``; None if accepted. Judged
-        whenever a best exists, at any step."""
+        whenever a reference exists (the best so far; with ``reference="start"`` the stage's
+        start, else taken from this first validation), at any step."""
+        if self.reference_rule == "start":
+            return self._stage_validation(step, psnr)
         s = self.settings
         judged = s.enabled and math.isfinite(self.best_psnr)
         self.limit = self.validated_step
@@ -185,16 +195,41 @@ class DivergenceGuard:
         self.validated_step = step
         return None
 
+    def _stage_validation(self, step: int, psnr: float) -> str | None:
+        """The GAN stage's rule: a PSNR more than ``stage_drop`` dB below :attr:`start_psnr`,
+        or NaN, is a collapse; a stage whose start was not measured takes its first finite
+        validation as the start."""
+        s = self.settings
+        judged = s.enabled and math.isfinite(self.start_psnr)
+        self.limit = self.validated_step
+        if judged and not (psnr >= self.start_psnr - s.stage_drop):  # NaN included
+            return (
+                f"validation collapse of the GAN stage: PSNR {psnr:.2f} dB at step {step} is "
+                f"more than train.guard_gan_val_drop={s.stage_drop:g} dB below the stage's "
+                f"start, {self.start_psnr:.2f} dB (a GAN trades a dB or two of PSNR for "
+                "texture, not more)"
+            )
+        if not math.isfinite(self.start_psnr) and math.isfinite(psnr):
+            self.start_psnr = psnr
+        self.validated_step = step
+        return None
+
     def memory(self) -> list[float]:
         """The references a resumed run judges against: ``[lowest window mean, last window mean
-        (NaN: none), best validation PSNR]`` (checkpointed, ``make_guard_state``)."""
+        (NaN: none), the validation rule's reference]`` (checkpointed, ``make_guard_state``): the
+        best validation PSNR, or with ``reference="start"`` the stage's start PSNR."""
         last = math.nan if self.last_mean is None else self.last_mean
-        return [self.lowest_mean, last, self.best_psnr]
+        psnr = self.start_psnr if self.reference_rule == "start" else self.best_psnr
+        return [self.lowest_mean, last, psnr]
 
     def remember(self, values) -> None:
         """Take the references of :meth:`memory` back (after a resume)."""
-        lowest, last, best = (float(v) for v in values)
-        self.lowest_mean, self.best_psnr = lowest, best
+        lowest, last, psnr = (float(v) for v in values)
+        self.lowest_mean = lowest
+        if self.reference_rule == "start":
+            self.start_psnr = psnr
+        else:
+            self.best_psnr = psnr
         self.last_mean = None if math.isnan(last) else last
 
     def target(self, on_disk: list[int]) -> int | None:

@@ -43,18 +43,6 @@ def gpu_available() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-def setup_precision(mixed_precision: bool) -> bool:
-    """Set Keras' global dtype policy before the model is built; returns True if mixed float16
-    is on. Mixed precision is used only on a GPU (on CPU float16 is slower, so it is ignored)."""
-    if mixed_precision and gpu_available():
-        keras.mixed_precision.set_global_policy("mixed_float16")
-        return True
-    if mixed_precision:
-        log.warning("train.mixed_precision=true ignored: no GPU visible to TensorFlow")
-    keras.mixed_precision.set_global_policy("float32")
-    return False
-
-
 @contextmanager
 def stop_signals():
     """Turn SIGINT (Ctrl-C) and SIGTERM into a flag the loop checks, so that it can save a
@@ -115,7 +103,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             the loop, its ``val_files`` are the validation images.
         model: Keras model ``[B, h, w, 1] -> [B, s h, s w, 1]``.
         run_dir: the run's output directory (checkpoints/, tb/).
-        mixed: mixed float16 is on (``setup_precision``).
+        mixed: the optimizers scale the loss: ``train.precision=float16`` is in force
+            (:func:`sr.train.precision.setup_precision`).
 
     Nothing non-finite is saved: a NaN or infinite loss is caught on the device by the step (see
     :class:`sr.train.step.TrainStep`), read by the host every ``train.log_every`` steps and
@@ -161,6 +150,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.saved_steps: list[int] = []  # steps saved in the rotation (rollback targets)
         with self.strategy.scope():
             self._build_optimizer(mixed)
+        # the validation rule's reference: the best so far, or the GAN stage's start
+        self.guard.reference_rule = self.part.psnr_reference
         self._build_managers()
         self.writer = (
             tf.summary.create_file_writer(str(self.run_dir / "tb"))
@@ -321,6 +312,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             ValidationError: a validation image failed; the step's checkpoint is saved first.
         """
         timer = StepTimer(self.cfg.data.batch_size)
+        self.measure_stage_start()  # the GAN stage's reference PSNR, before its first step
         self.iterator = self.data_iterator()
         log.info(
             "training %s for %d steps from step %d (data=%s, global batch %d, %s)",

@@ -142,7 +142,12 @@ def make_optimizer(
     before it; the weight averaging of BasicSR's recipes (``ema_decay``, 0.999) with
     TensorFlow's warm-up, or with ``train.ema_warmup=false`` ``d = D`` from the first update,
     as BasicSR. A step skipped for non-finite gradients (``train.on_nonfinite=skip``,
-    loss scaling) leaves the average as it is. :func:`ema_variables` gives the averages."""
+    loss scaling) leaves the average as it is. :func:`ema_variables` gives the averages.
+
+    With ``mixed`` (``train.precision=float16`` in force: :mod:`sr.train.precision`) it is
+    wrapped in Keras's ``LossScaleOptimizer`` (a dynamic loss scale: the loss times the scale
+    before the gradients, the gradients divided by it, a step with non-finite gradients skipped
+    and the scale halved); bfloat16 needs none."""
     if schedule is None:
         schedule = train_schedule(cfg, progress)
     ema = cfg.train.get("ema")

@@ -13,6 +13,7 @@ from sr.core.errors import ConfigError
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.perceptual import PerceptualTraining
+from sr.train.pretrained import init_discriminator
 from sr.train.step import PixelTraining
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
@@ -50,4 +51,6 @@ def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable):
             "the GAN stage starts from random generator weights: Real-ESRGAN starts it from an "
             "L1 model (train.init_from=<a run of experiment=cpu20_realesrnet or realesrnet_x4>)"
         )
-    return AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
+    part = AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
+    init_discriminator(part.discriminator, cfg)  # discriminator.init_from=FILE
+    return part

@@ -14,6 +14,7 @@ import tensorflow as tf
 from sr.train import distribute
 from sr.train.checkpoint import BEST_RECORD, best_dir, checkpoint_step, read_best
 from sr.train.guard import DivergenceError
+from sr.train.validation import ValidationError
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -32,6 +33,39 @@ class GuardPolicy:
         takes the loss of the weights it started from as the explosion rule's reference."""
         self.guard.begin(step - 1, float(loss))
 
+    def measure_stage_start(self) -> None:
+        """The GAN stage's start (``psnr_reference`` ``start``), for a fresh run from
+        ``train.init_from`` with validation data: the validation PSNR (dB) of the weights it
+        starts from, measured once before its first step (logged as step 0) and kept in the
+        guard's checkpointed memory; the validation rule judges against it. A stage from random
+        weights takes its first validation instead (:meth:`DivergenceGuard.validation`).
+
+        Raises:
+            ValidationError: a validation image failed (nothing trained yet).
+        """
+        guard = self.guard
+        if not (
+            guard.reference_rule == "start"
+            and guard.settings.enabled
+            and self.val_files
+            and self.cfg.train.get("init_from")
+            and int(self.step.numpy()) == 0
+        ):
+            return
+        try:
+            res = self.validator.evaluate(0, "val", " of the train.init_from weights")
+        except ValueError as e:
+            raise ValidationError(
+                f"validation of the train.init_from weights failed: {e}. Fix or remove the "
+                f"image in data.val_dir={self.loader.val_dir} (or set data.val_dir=null)"
+            ) from e
+        guard.start_psnr = res["psnr"]
+        log.info(
+            "GAN stage: it starts at %.2f dB on the validation images; a validation more than "
+            "train.guard_gan_val_drop=%g dB below that is a collapse",
+            res["psnr"], guard.settings.stage_drop,
+        )  # fmt: skip
+
     def judge_window(self) -> str | None:
         """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
@@ -43,8 +77,8 @@ class GuardPolicy:
         """Judge a validation result (its ``psnr``, dB, of the trained weights; only the chief
         validates, so with several workers the verdict is agreed with a collective); on an
         accepted one, keep ``checkpoints/best`` if it is the best so far."""
-        judged = res and self.part.judges_psnr  # a GAN lowers PSNR on purpose
-        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if judged else None
+        # against the best so far, or for a GAN (which lowers PSNR on purpose) the stage's start
+        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if res else None
         if cluster:
             verdict = verdict or ("validation collapse (on the chief)" if self._any_worker(
                 verdict is not None) else None)  # fmt: skip
@@ -88,11 +122,14 @@ class GuardPolicy:
                 if target is not None
                 else "and no checkpoint known to be good is left to roll back to"
             )
+            advice = self.part.advice(reason) or (
+                f"Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a longer "
+                "train.lr_warmup_steps"
+            )
             raise DivergenceError(
                 f"the run diverged at step {step} ({reason}) {why}; "
                 + (f"the best weights are in {best}" if best else "no checkpoints/best yet")
-                + f". Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a "
-                f"longer train.lr_warmup_steps",
+                + f". {advice}",
                 step,
                 done,
                 best,

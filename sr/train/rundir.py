@@ -61,14 +61,18 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from sr.core.lock import FileLock, LockBusy
-from sr.core.runfiles import latest_checkpoint
+from sr.core.runfiles import check_checkpoint, latest_checkpoint
 from sr.train.checkpoint import (
     CHECKPOINT_DIR,
     RunDirError,
+    check_resume_init_from,
     find_checkpoint,
+    init_from_choice,
+    init_from_fix,
     load_run_config,
     read_best,
 )
+from sr.train.pretrained import check_init_file, is_weight_file
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2
@@ -179,7 +183,11 @@ ARCHITECTURE_KEYS = ("model", "data.scale", "data.channels")
 # a resume may change them.
 HOW_KEYS = ("degradation.device", "degradation.jpeg")
 # The value of a run key in a run saved before the key existed.
-RUN_KEY_DEFAULTS = {"data.channels": "y", "degradation._target_": "sr.degradations.Bicubic"}
+RUN_KEY_DEFAULTS = {
+    "data.channels": "y",
+    "degradation._target_": "sr.degradations.Bicubic",
+    "discriminator.explode_loss": 100.0,
+}
 ABSENT = "<absent>"
 
 
@@ -248,6 +256,7 @@ def check_resume(cfg: DictConfig) -> None:
             " that has saved one (outputs/DATE/TIME)"
         )
     saved = load_run_config(run_dir)
+    check_resume_init_from(cfg, saved)
     differ = config_differences(saved, cfg)
     if differ:
         overrides = run_dir / ".hydra" / "overrides.yaml"
@@ -265,14 +274,19 @@ def check_resume(cfg: DictConfig) -> None:
 
 
 def check_init_from(cfg: DictConfig) -> None:
-    """Check, before any work, that the run of ``train.init_from`` has a checkpoint and the
-    model, ``data.scale`` and ``data.channels`` of ``cfg`` (its weights then fit the model).
+    """Check, before any work, that the run of ``train.init_from`` (``RUN`` or one of its
+    checkpoints, ``RUN/checkpoints/ckpt-N``) has a whole checkpoint and the model,
+    ``data.scale`` and ``data.channels`` of ``cfg`` (its weights then fit the model).
 
     Raises:
-        RunDirError: if the run has no config or no checkpoint (naming it), or naming each
+        RunDirError: if the run has no config or no such checkpoint (naming it), or naming each
             differing key, ``run's value -> new value``.
+        RunFileError: if the checkpoint is damaged (naming the other checkpoints to start from).
     """
-    run_dir = Path(cfg.train.init_from)
+    if is_weight_file(cfg.train.init_from):  # a .pth / .safetensors file: sr.train.pretrained
+        check_init_file(cfg)
+        return
+    run_dir, checkpoint = init_from_choice(cfg.train.init_from)
     differ = config_differences(load_run_config(run_dir), cfg, ARCHITECTURE_KEYS)
     if differ:
         lines = "; ".join(f"{key}: {run!r} -> {new!r}" for key, (run, new) in differ.items())
@@ -280,7 +294,8 @@ def check_init_from(cfg: DictConfig) -> None:
             f"train.init_from={run_dir}: its weights do not fit this model ({lines}); start from "
             "a run of the same model, data.scale and data.channels, or drop train.init_from"
         )
-    find_checkpoint(run_dir, cfg.train.get("init_checkpoint"))  # train.init_checkpoint exists
+    path = find_checkpoint(run_dir, checkpoint)
+    check_checkpoint(path, init_from_fix(run_dir, path))  # a damaged one: before any work
 
 
 def check_new_run(

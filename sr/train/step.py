@@ -120,8 +120,8 @@ class TrainStep:
         summed and divided by the global batch) and the gradients of the (scaled) loss."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            sr = self.model(lr, training=True)
-            per_example = self.loss(hr, tf.cast(sr, hr.dtype))
+            sr = tf.cast(self.model(lr, training=True), tf.float32)  # the loss in float32
+            per_example = self.loss(tf.cast(hr, tf.float32), sr)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
             scaled = self.optimizer.scale_loss(loss)
         return loss, tape.gradient(scaled, variables)
@@ -202,10 +202,10 @@ class PixelTraining:
     :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
 
     ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
-    judges the validation PSNR (:attr:`judges_psnr`)."""
+    judges the validation PSNR against the best so far (:attr:`psnr_reference`)."""
 
     best_metric = "psnr"
-    judges_psnr = True
+    psnr_reference = "best"
 
     def checkpoint_parts(self) -> dict:
         """What the part adds to every checkpoint: nothing."""
@@ -224,6 +224,10 @@ class PixelTraining:
 
     def judge(self, step: int) -> str | None:
         """No rule beyond the guard's own: None."""
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """No advice beyond the trainer's (``train.lr``): None."""
         return None
 
     def forget(self) -> None:

@@ -27,7 +27,8 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.data.source import DataConfig, PatchSource, at_least
+from sr.core.schema import bounded
+from sr.data.source import DataConfig, PatchSource, checked
 from sr.data.tfrecord.buildlock import build_lock
 from sr.data.tfrecord.folders import check_destination
 from sr.data.tfrecord.manifest import manifest_problem, mark_stale, read_manifest, stale_reason
@@ -53,17 +54,18 @@ class TFRecordConfig(DataConfig):
     # -rgb for RGB records, so that runs of different layouts never rebuild each other's shards
     tfrecord_dir: str | None = None
     data_root: str = "${sr_root:}/data"  # the dataset root (default shard location)
-    num_shards: int = 10  # shard files, interleaved in parallel when read
+    # shard files, interleaved in parallel when read
+    num_shards: int = bounded(10, minimum=1, integer=True)
     # grid step between record corners when writing (HR pixels); null: 64 for patches, and for
     # sub-images the largest step that leaves no crop position out (subimage_size - crop + 1)
-    stride: int | None = None
+    stride: int | None = bounded(None, minimum=1, integer=True)
     # records: 0, the crops themselves (patches on the grid); S > 0, S x S sub-images with one
     # crop cut at a random position inside each when read (BasicSR's layout)
-    subimage_size: int = 0
+    subimage_size: int = bounded(0, minimum=0, integer=True)
     # read-time shuffle buffer, in Y patches' worth of memory (2048 x 112 x 112 B = 26 MB); with
     # sub-images or RGB records it holds as many records as fit in that memory
-    shuffle_buffer: int = 2048
-    write_workers: int = 2  # decode threads while writing shards
+    shuffle_buffer: int = bounded(2048, minimum=0, integer=True)
+    write_workers: int = bounded(2, minimum=1, integer=True)  # decode threads while writing shards
 
 
 class TFRecordSource(PatchSource):
@@ -104,8 +106,8 @@ class TFRecordSource(PatchSource):
         **common,
     ):
         super().__init__(**common)
-        self.num_shards = at_least("num_shards", num_shards)
-        self.subimage_size = at_least("subimage_size", subimage_size, minimum=0)
+        self.num_shards = checked(self.schema, "num_shards", num_shards)
+        self.subimage_size = checked(self.schema, "subimage_size", subimage_size)
         crop, align = self.crop, self.scale if self.lr_dir else 1
         if self.subimage_size:
             if self.subimage_size < crop:
@@ -121,16 +123,18 @@ class TFRecordSource(PatchSource):
                     f"{self.subimage_size // align * align or align}"
                 )
             widest = full_coverage_stride(self.subimage_size, crop, align)
-            self.stride = widest if stride is None else at_least("stride", stride)
+            self.stride = widest if stride is None else checked(self.schema, "stride", stride)
             if self.stride > widest:
                 raise ValueError(
                     f"data.stride {stride} leaves crop positions out of every {subimage_size}-"
                     f"pixel sub-image (crop {crop}): use at most {widest}, or null for that"
                 )
         else:
-            self.stride = self.patch_stride if stride is None else at_least("stride", stride)
-        self.shuffle_buffer = at_least("shuffle_buffer", shuffle_buffer, minimum=0)
-        self.write_workers = at_least("write_workers", write_workers)
+            self.stride = (
+                self.patch_stride if stride is None else checked(self.schema, "stride", stride)
+            )
+        self.shuffle_buffer = checked(self.schema, "shuffle_buffer", shuffle_buffer)
+        self.write_workers = checked(self.schema, "write_workers", write_workers)
         self.data_root = Path(data_root)
         if self.service:  # the position lives on the service's workers: not checkpointable
             from sr.data.service import parse_address

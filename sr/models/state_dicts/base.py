@@ -24,7 +24,7 @@ the conv before a pixel shuffle are permuted both ways (:func:`shuffle_order`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -106,3 +106,42 @@ def shuffle_order(channels: int, scale: int) -> np.ndarray:
     channel ``(i s + j) C + c`` is PyTorch channel ``c s^2 + i s + j``. Its inverse is
     ``np.argsort(order)``."""
     return np.arange(channels * scale * scale).reshape(channels, scale * scale).T.reshape(-1)
+
+
+SHOWN = 5  # keys named per kind of fault in a refusal
+
+
+def check_keys(
+    state: State, want: Mapping[str, tuple[int, ...]], what: str, fix: str, ignore: Iterable = ()
+) -> None:
+    """Refuse ``state`` unless it holds exactly the keys of ``want``, each of its shape (keys
+    in ``ignore`` aside): the one check of every layout, before any variable is set.
+
+    Args:
+        state: the state dict read from the file.
+        want: key -> shape (PyTorch's) of the model as detected.
+        what: the model, as the message names it (``the SRVGGNetCompact model as detected``).
+        fix: what to do, appended to the message.
+        ignore: keys a file may hold that the model does not read (a classifier, buffers).
+
+    Raises:
+        StateDictError: naming the missing, extra and misshapen keys (the first :data:`SHOWN`
+            of each and their count; a misshapen key with both shapes).
+    """
+    ignore = set(ignore)
+    missing = [k for k in want if k not in state]
+    extra = [k for k in state if k not in want and k not in ignore]
+    wrong = [
+        f"{k} {tuple(np.shape(state[k]))} (expected {tuple(want[k])})"
+        for k in want
+        if k in state and tuple(np.shape(state[k])) != tuple(want[k])
+    ]
+    faults = [
+        f"{len(keys)} {kind}: {', '.join(keys[:SHOWN])}{', ...' if len(keys) > SHOWN else ''}"
+        for kind, keys in (("missing", missing), ("extra", extra), ("misshapen", wrong))
+        if keys
+    ]
+    if faults:
+        raise StateDictError(
+            f"the state dict does not fit {what} ({'; '.join(faults)}); nothing was loaded. {fix}"
+        )

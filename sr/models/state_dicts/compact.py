@@ -35,6 +35,7 @@ from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
+    check_keys,
     conv_in,
     conv_out,
     shuffle_order,
@@ -124,27 +125,6 @@ def build(found: Found) -> keras.Model:
     return build_compact(scale=found.scale, channels=found.channels, **keys)
 
 
-def _check_keys(state: State, want: dict) -> None:
-    """Raise StateDictError naming the missing, extra and misshapen keys of ``state``."""
-    missing = [k for k in want if k not in state]
-    extra = [k for k in state if k not in want]
-    shapes = [
-        f"{k} {tuple(np.shape(state[k]))} (expected {want[k]})"
-        for k in want
-        if k in state and tuple(np.shape(state[k])) != want[k]
-    ]
-    problems = [
-        f"{label}: {', '.join(items[:6])}{', ...' if len(items) > 6 else ''}"
-        for label, items in (("missing", missing), ("extra", extra), ("misshapen", shapes))
-        if items
-    ]
-    if problems:
-        raise StateDictError(
-            f"the state dict does not fit SRVGGNetCompact as detected: {'; '.join(problems)}; "
-            "nothing was loaded (is it a complete file of one model?)"
-        )
-
-
 def _parts(found: Found) -> tuple[int, int, int, int]:
     m = found.model
     return int(m["features"]), int(m["convs"]), found.channels, found.scale
@@ -158,7 +138,12 @@ def load(model: keras.Model, state: State, found: Found) -> None:
             are not ``found``'s; nothing is set then.
     """
     features, convs, channels, scale = _parts(found)
-    _check_keys(state, reference_layout(features, convs, channels, scale))
+    check_keys(
+        state,
+        reference_layout(features, convs, channels, scale),
+        "SRVGGNetCompact as detected",
+        "Is it a complete file of one model?",
+    )
     last = 2 * convs + 2
     values = []  # (layer, weights), all checked before any is set
     for index in range(last + 1):

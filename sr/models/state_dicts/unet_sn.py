@@ -26,7 +26,7 @@ import keras
 import numpy as np
 
 from sr.models.discriminator import build_unet_discriminator
-from sr.models.state_dicts.base import Found, State, StateDictError, conv_in, conv_out
+from sr.models.state_dicts.base import Found, State, StateDictError, check_keys, conv_in, conv_out
 
 arch = "unet_sn"
 kind = "discriminator"
@@ -86,25 +86,12 @@ def build(found: Found) -> keras.Model:
 def check(state: State, found: Found) -> None:
     """Raise :class:`StateDictError` naming the missing, extra and misshapen keys of
     ``state`` against ``found``'s discriminator."""
-    expected = shapes(found)
-    missing = [k for k in expected if k not in state]
-    extra = [k for k in state if k not in expected]
-    wrong = [
-        f"{k} {list(np.shape(state[k]))} (expected {list(v)})"
-        for k, v in expected.items()
-        if k in state and tuple(np.shape(state[k])) != v
-    ]
-    if missing or extra or wrong:
-        parts = [
-            f"{what}: {', '.join(keys[:5])}" + (f" ... ({len(keys)})" if len(keys) > 5 else "")
-            for what, keys in (("missing", missing), ("extra", extra), ("misshapen", wrong))
-            if keys
-        ]
-        raise StateDictError(
-            f"the UNetDiscriminatorSN state dict does not fit {found.model['features']} "
-            f"features on {found.channels} channels ({'; '.join(parts)}); give the complete "
-            "file as Real-ESRGAN saves it (RealESRGAN_x4plus_netD.pth)"
-        )
+    check_keys(
+        state,
+        shapes(found),
+        f"UNetDiscriminatorSN of {found.model['features']} features on {found.channels} channels",
+        "Give the complete file as Real-ESRGAN saves it (RealESRGAN_x4plus_netD.pth)",
+    )
 
 
 def v_in(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 
 from sr.core.weightfiles import read_weights
-from sr.models.state_dicts.base import Found, State, StateDictError, conv_in, conv_out
+from sr.models.state_dicts.base import Found, State, StateDictError, check_keys, conv_in, conv_out
 from sr.models.vgg import BLOCKS, CONVS, LAYERS, TORCHVISION_URL, build_torch_vgg_features
 
 arch = "vgg19"
@@ -100,23 +100,9 @@ def shapes(found: Found) -> dict[str, tuple[int, ...]]:
 def check(state: State, found: Found) -> None:
     """Raise :class:`StateDictError` naming the missing, extra and misshapen ``features.*``
     keys of ``state`` (``classifier.*`` is not read)."""
-    expected = shapes(found)
-    features = [k for k in state if k.startswith("features.")]
-    missing = [k for k in expected if k not in state]
-    extra = [k for k in features if k not in expected]
-    wrong = [
-        f"{k} {list(np.shape(state[k]))} (expected {list(v)})"
-        for k, v in expected.items()
-        if k in state and tuple(np.shape(state[k])) != v
-    ]
-    if missing or extra or wrong:
-        parts = [f"{what}: {', '.join(keys[:5])}"
-                 for what, keys in (("missing", missing), ("extra", extra), ("misshapen", wrong))
-                 if keys]  # fmt: skip
-        raise StateDictError(
-            f"the VGG19 state dict does not fit ({'; '.join(parts)}); give torchvision's "
-            f"{TORCHVISION_URL}"
-        )
+    ignore = [k for k in state if not k.startswith("features.")]  # the classifier
+    check_keys(state, shapes(found), "VGG19's features", f"Give torchvision's {TORCHVISION_URL}",
+               ignore=ignore)  # fmt: skip
 
 
 def load(model: keras.Model, state: State, found: Found) -> None:

@@ -1,15 +1,9 @@
-"""Real-ESRGAN's high-order degradation, one image at a time in NumPy + OpenCV: the reference
-that ``sr.degradations.realesrgan`` (the tf.data graph version) is tested and timed against.
-
-    python benchmarks/realesrgan_reference.py --crop 112 --scale 4 \\
-        --images ../shared/datasets/hr_sample --n 500 [--workers 2] [--json]
-
-The command degrades ``--n`` random RGB crops held in RAM (crop 112 = HR patch 96 + 2 x 8 margin
-at x4, the project's training crop) and prints patches/s (median, min-max over ``--repeats``
-chunks), CPU-seconds per 1000 patches, the CPU model and the parameters; ``--json`` prints one
-JSON line instead (read by ``sr.bench.degradation_runs``, ``scripts/bench_data.py
---degradation``). ``--workers N`` degrades in N forked processes, as N PyTorch ``DataLoader``
-workers would.
+"""Real-ESRGAN's high-order degradation, one image at a time in NumPy + OpenCV: the oracle that
+``sr.degradations.realesrgan`` (the tf.data graph version) is tested against
+(``tests/test_realesrgan_reference.py`` checks this module itself,
+``tests/test_realesrgan_distribution.py`` the graph against it) and timed against
+(``scripts/bench_data.py --degradation`` passes :func:`bench_degradation` to
+``sr.bench.degradation_runs``: the NumPy/OpenCV reference rows of ``docs/performance.md``).
 
 Source: X. Wang, L. Xie, C. Dong, Y. Shan, "Real-ESRGAN: Training Real-World Blind
 Super-Resolution with Pure Synthetic Data", ICCV Workshops 2021, section 3, and its official code:
@@ -50,21 +44,17 @@ Where this differs from the official PyTorch code, and why (inherent to a per-im
 - the grey Poisson noise uses torchvision's ``rgb_to_grayscale`` weights (0.2989, 0.587, 0.114),
   what the official training runs (``generate_poisson_noise_pt``), on RGB (BasicSR's NumPy
   ``generate_poisson_noise`` applies ``COLOR_BGR2GRAY``);
-- the HR is sharpened (``gt_usm``, on by default as in the official options; ``--no-gt-usm``) by
-  BasicSR's NumPy ``usm_sharp`` and rounded to 8 bits, and the LR made from it.
+- with ``gt_usm`` (:func:`degrade_uint8`; on in the official options and in the graph's default)
+  the HR is sharpened by BasicSR's NumPy ``usm_sharp`` and rounded to 8 bits, and the LR made
+  from it.
 
-Benchmark code, not product code: NumPy, SciPy and OpenCV only (no TensorFlow, no ``sr``).
+Test code, not product code: NumPy, SciPy and OpenCV only (no TensorFlow, no ``sr``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import functools
 import math
-import os
-import platform
-import statistics
-import time
 from pathlib import Path
 
 import cv2
@@ -519,13 +509,6 @@ def degrade_uint8(
     return np.round(lr * 255.0).astype(np.uint8)
 
 
-# ------------------------------------------------------------------------------------------------
-# The benchmark
-# ------------------------------------------------------------------------------------------------
-CROPS: np.ndarray | None = None  # the crops of a run, shared with forked workers
-GT_USM = True  # sharpen each HR before degrading it (--no-gt-usm: off), as the graph's default
-
-
 def random_crops(folder, crop: int, n: int, seed: int = 0) -> np.ndarray:
     """``n`` uint8 RGB crops ``[n, crop, crop, 3]``, each from an image of ``folder`` drawn
     uniformly, at a uniform position.
@@ -538,7 +521,7 @@ def random_crops(folder, crop: int, n: int, seed: int = 0) -> np.ndarray:
         f for f in Path(folder).iterdir() if f.suffix.lower() in (".png", ".jpg", ".jpeg")
     )
     if not files:
-        raise FileNotFoundError(f"no PNG/JPEG image in {folder}: give --images DIR")
+        raise FileNotFoundError(f"no PNG/JPEG image in {folder}: give a folder of photos")
     images = []
     for f in files:
         bgr = cv2.imdecode(np.fromfile(f, np.uint8), cv2.IMREAD_COLOR)
@@ -555,123 +538,13 @@ def random_crops(folder, crop: int, n: int, seed: int = 0) -> np.ndarray:
     return crops
 
 
-def degrade_chunk(task: tuple) -> float:
-    """Degrade crops ``start..stop`` of :data:`CROPS` (crop i seeded ``(seed, i)``); returns
-    the CPU-seconds spent."""
-    start, stop, scale, seed = task
-    t0 = time.process_time()
-    for i in range(start, stop):
-        degrade_uint8(CROPS[i], scale, (seed, i), gt_usm=GT_USM)
-    return time.process_time() - t0
-
-
-def time_reference(crops: np.ndarray, scale: int, workers: int, repeats: int, seed: int) -> dict:
-    """Patches/s of :func:`degrade_uint8` over ``crops`` ``[n, P, P, 3]``, in ``repeats``
-    consecutive chunks after a warm-up of 8 crops, in this process (``workers == 1``) or in a
-    pool of ``workers`` forked processes (tasks of 4 crops).
+def bench_degradation():
+    """:func:`degrade_uint8` as ``scripts/bench_data.py --degradation`` times it, the way a PyTorch
+    ``DataLoader`` worker runs BasicSR's code: the HR sharpened first (``gt_usm``, the graph's
+    default), OpenCV on one thread in this process (``cv2.setNumThreads(1)``).
 
     Returns:
-        ``patches_per_s`` (one per chunk), ``median``, ``min``, ``max`` (patches/s) and
-        ``cpu_s_per_1000`` (CPU-seconds per 1000 patches, all processes).
+        ``degrade(hr_uint8, scale, seed)``: uint8 ``[P, P, 3]`` to uint8 ``[P / s, P / s, 3]``.
     """
-    global CROPS
-    CROPS = crops
-    n = len(crops)
-    bounds = np.linspace(0, n, repeats + 1).astype(int)
-    pool = None
-    if workers > 1:
-        import multiprocessing
-
-        pool = multiprocessing.get_context("fork").Pool(workers)
-    run = pool.map if pool else map
-    try:
-        warmup = [(k, k + 1, scale, seed + 1) for k in range(min(8, n))]
-        list(run(degrade_chunk, warmup))
-        rates, cpu = [], 0.0
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            tasks = [(k, min(k + 4, b), scale, seed) for k in range(a, b, 4)]
-            t0 = time.perf_counter()
-            cpu += sum(run(degrade_chunk, tasks))
-            rates.append((b - a) / (time.perf_counter() - t0))
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
-    return {
-        "patches_per_s": rates,
-        "median": statistics.median(rates),
-        "min": min(rates),
-        "max": max(rates),
-        "cpu_s_per_1000": 1000 * cpu / n,
-    }
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def main(argv=None) -> dict:
-    """Parse the arguments, time the reference, print the figures (or one JSON line)."""
-    root = Path(__file__).resolve().parents[1]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--images", default=str(root.parent / "shared" / "datasets" / "hr_sample"))
-    ap.add_argument("--crop", type=int, default=112, help="HR crop side (pixels)")
-    ap.add_argument("--scale", type=int, default=4)
-    ap.add_argument("--n", type=int, default=500, help="crops degraded in the timed part")
-    ap.add_argument("--workers", type=int, default=1, help="processes (1: this one)")
-    ap.add_argument("--repeats", type=int, default=5, help="timed chunks of the n crops")
-    ap.add_argument("--cv2-threads", type=int, default=1, help="cv2.setNumThreads per process")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", action="store_true", help="print one JSON line")
-    ap.add_argument("--no-gt-usm", action="store_true", help="no USM sharpening of the HR")
-    a = ap.parse_args(argv)
-    global GT_USM
-    GT_USM = not a.no_gt_usm
-    if a.n < a.repeats or a.repeats < 1 or a.workers < 1:
-        ap.error(f"need --workers >= 1 and 1 <= --repeats <= --n, got {a.workers}, {a.repeats}")
-    cv2.setNumThreads(a.cv2_threads)
-    crops = random_crops(a.images, a.crop, a.n, a.seed)
-    check_hr(crops[0], a.scale)
-    row = time_reference(crops, a.scale, a.workers, a.repeats, a.seed)
-    row |= {
-        "workers": a.workers,
-        "n": a.n,
-        "crop": a.crop,
-        "scale": a.scale,
-        "cv2_threads": a.cv2_threads,
-        "gt_usm": GT_USM,
-        "cpu": cpu_model(),
-        "affinity": len(os.sched_getaffinity(0)),
-        "opencv": cv2.__version__,
-        "numpy": np.__version__,
-        "images": str(a.images),
-    }
-    if a.json:
-        print(json.dumps({**row, "params": PAPER}))
-        return row
-    print(
-        f"CPU: {row['cpu']} ({row['affinity']} cores); OpenCV {cv2.__version__}, "
-        f"NumPy {np.__version__}; cv2 threads {a.cv2_threads}"
-    )
-    print(f"{a.n} crops {a.crop}x{a.crop} of {a.images}, x{a.scale}, {a.workers} process(es)")
-    print("parameters (options/train_realesrnet_x4plus.yml):")
-    for key, value in PAPER.items():
-        print(f"  {key}: {value}")
-    print(
-        f"Real-ESRGAN reference: {row['median']:.0f} patches/s median "
-        f"({row['min']:.0f}-{row['max']:.0f} over {a.repeats} chunks), "
-        f"{row['cpu_s_per_1000']:.1f} CPU-s / 1000 patches"
-    )
-    return row
-
-
-if __name__ == "__main__":
-    main()
+    cv2.setNumThreads(1)
+    return functools.partial(degrade_uint8, gt_usm=True)
