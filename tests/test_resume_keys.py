@@ -155,6 +155,22 @@ def test_init_from_starts_from_the_best_averaged_weights_with_a_fresh_step(
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
 
 
+def test_init_from_the_last_checkpoint_of_a_run(averaged_run, folders, compose, tmp_path, caplog):
+    """``RUN/checkpoints/last``: the newest checkpoint of the rotation (a finished run's final
+    weights, where Real-ESRGAN's GAN stage starts: ``experiment=realesrgan_x4``), not the run's
+    best (ckpt-3, averaged)."""
+    run_dir, _ = averaged_run
+    assert init_from_choice(f"{run_dir}/checkpoints/last") == (run_dir, "last")
+    cfg = compose(
+        *TINY, "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
+        "data.batch_size=2", "train.steps=1", "train.lr=1e-9",
+        f"train.init_from={run_dir}/checkpoints/last",
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        run(cfg, tmp_path / "new")
+    assert "the live weights of its last (ckpt-5)" in caplog.text
+
+
 def test_init_from_a_run_of_another_model_is_refused_naming_the_keys(y_run, compose, tmp_path):
     cfg = compose(
         "model=espcn", "model.features=[16,8]", "data=generator", "data.channels=rgb",

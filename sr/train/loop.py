@@ -280,6 +280,10 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 self.loader.share((self.pipeline, pipelines)),
             )
         iterator = iter(self.loader.dataset(start=step * self.local_replicas, context=context))
+        # the device stage's state (degradation.pool_size on the accelerator), with the position
+        pool = self.loader.device_state(self.strategy, self.stream_checkpoint)
+        if pool is not None:
+            self.data_state.pool = pool
         if self.loader.checkpoint_iterator:
             self.data_state.iterator = iterator
             if self.stream_checkpoint:
