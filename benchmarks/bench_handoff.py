@@ -1,28 +1,41 @@
-"""How long ``next(iterator)`` takes when a batch is already waiting: the floor of the training
-log's data-wait.
+"""How long ``next(iterator)`` takes: the floor of the training log's data-wait, and the
+data-wait of the demo's pipeline beside a training step for each ``data.threads``.
 
     python benchmarks/bench_handoff.py [--pause-ms 24] [--steps 200]
+    python benchmarks/bench_handoff.py --train [--threads 0 1] [--blocks 12] [--block 50]
 
-Calls ``next()`` on several pipelines, with the consumer pausing ``--pause-ms`` between calls (as a
-training step does) and in a tight loop, and prints the mean time per call in ms. A synthetic
-in-memory dataset (one batch repeated through a trivial ``map``) shows the cost that no input
-pipeline can remove: handing a ready batch to Python and waking tf.data's threads after a pause.
+Without ``--train``: calls ``next()`` on several pipelines, with the consumer pausing
+``--pause-ms`` between calls and in a tight loop, and prints the mean time per call in ms. A
+synthetic in-memory dataset (one batch repeated through a trivial ``map``) shows the cost that no
+input pipeline can remove: handing a ready batch to Python and waking tf.data's threads.
+
+``--train``: the default ``data=tfrecord`` pipeline of ``python train.py`` (the demo photos, batch
+64) once per ``--threads`` value (``data.threads``; ``null``: the default), each feeding one
+training step of the default model (ESPCN, L1, Adam, in one ``tf.function``: the trainer's step
+without its logging and guard) in this process; the variants take turns, ``--block`` steps each
+after 20 of warm-up, for ``--blocks`` rounds, so that a load that drifts weighs on all of them
+alike. Prints per variant the median over blocks of the data-wait (ms in ``next()`` per step),
+the step time and the data-wait share, and for each variant after the first the median over
+blocks of its share divided by the first's in the same round.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import hydra  # noqa: E402
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from sr.config import compose  # noqa: E402
+from sr.config import build_source, compose  # noqa: E402
 from sr.data.demo import ensure_demo  # noqa: E402
+from sr.train.checkpoint import build_model  # noqa: E402
 
 
 def wait_per_call(ds: tf.data.Dataset, steps: int, pause: float) -> float:
@@ -42,12 +55,8 @@ def wait_per_call(ds: tf.data.Dataset, steps: int, pause: float) -> float:
     return total / steps
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pause-ms", type=float, default=24.0, help="consumer pause per call")
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")
-    args = parser.parse_args(argv)
+def handoff(args) -> None:
+    """The ``next()`` table without a training step (module docstring)."""
     cfgs = {m: compose(f"data={m}", *args.overrides) for m in ("tfrecord", "generator")}
     ensure_demo(cfgs["tfrecord"].demo_dir)
     b, p, s = (cfgs["tfrecord"].data[k] for k in ("batch_size", "patch_size", "scale"))
@@ -65,6 +74,66 @@ def main(argv=None) -> int:
         paused = wait_per_call(ds, args.steps, args.pause_ms / 1e3)
         tight = wait_per_call(ds, args.steps, 0.0)
         print(f"| {name} | {1e3 * paused:.3f} | {1e3 * tight:.3f} |", flush=True)
+
+
+def train_blocks(args) -> None:
+    """The ``--train`` table (module docstring)."""
+    cfgs = {t: compose(f"data.threads={t}", *args.overrides) for t in args.threads}
+    ensure_demo(cfgs[args.threads[0]].demo_dir)
+    model = build_model(cfgs[args.threads[0]])
+    optimizer = keras.optimizers.Adam(1e-3)
+
+    @tf.function
+    def step(lr, hr):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.abs(model(lr, training=True) - hr))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    iterators = {}
+    for t, cfg in cfgs.items():
+        source = build_source(cfg)
+        source.prepare()
+        iterators[t] = iter(source.dataset())
+    rows = {t: [] for t in args.threads}  # (wait ms, step ms) per block
+    for _ in range(args.blocks):
+        for t, it in iterators.items():
+            for _ in range(20):
+                float(step(*next(it)))
+            wait, start = 0.0, time.perf_counter()
+            for _ in range(args.block):
+                t0 = time.perf_counter()
+                batch = next(it)
+                wait += time.perf_counter() - t0
+                loss = step(*batch)
+            float(loss)  # the last step done
+            rows[t].append(
+                (1e3 * wait / args.block, 1e3 * (time.perf_counter() - start) / args.block)
+            )
+    first = args.threads[0]
+    print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
+    print("| data.threads | data-wait ms | step ms | data-wait share | share / first's |")
+    print("|---|---:|---:|---:|---:|")
+    for t, r in rows.items():
+        shares = [w / s for w, s in r]
+        ratio = statistics.median(a / b for a, b in zip(shares, (w / s for w, s in rows[first])))
+        wait, step_ms = statistics.median(w for w, _ in r), statistics.median(s for _, s in r)
+        share = 100 * statistics.median(shares)
+        print(f"| {t} | {wait:.3f} | {step_ms:.1f} | {share:.2f} % | {ratio:.2f} |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pause-ms", type=float, default=24.0, help="consumer pause per call")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--train", action="store_true", help="beside a training step")
+    parser.add_argument("--threads", nargs="+", default=["0", "null"], help="data.threads")
+    parser.add_argument("--blocks", type=int, default=12, help="rounds of the variants")
+    parser.add_argument("--block", type=int, default=50, help="timed steps per block")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")
+    args = parser.parse_args(argv)
+    train_blocks(args) if args.train else handoff(args)
     return 0
 
 

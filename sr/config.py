@@ -108,10 +108,13 @@ class TrainConfig:
     # exponential moving average of the weights with this decay (e.g. 0.999), validated and saved
     # beside them; evaluate/upscale/export use it when present (--weights live for the others)
     ema: float | None = bounded(None, check=_ema)
+    # the average's decay warms up, min(ema, (1 + n) / (10 + n)) after n updates; false: ema from
+    # the first update, as BasicSR (Real-ESRGAN's recipes)
+    ema_warmup: bool = bounded(True, choices=(True, False))
     # a run directory: start a new run from its weights (checkpoints/best, or its newest; its
     # train.ema averages where it has them) with a fresh step, optimizer and data position; its
     # model, data.scale and data.channels must be this run's (not resume=, which continues it);
-    # RUN/checkpoints/ckpt-N starts from that checkpoint of its rotation
+    # RUN/checkpoints/ckpt-N (or last, its newest) starts from that checkpoint of its rotation
     init_from: str | None = None
     # NaN/inf loss: stop (exit 3, last good checkpoint kept) or skip the step's update
     on_nonfinite: str = bounded("stop", choices=("stop", "skip"))
@@ -240,6 +243,8 @@ MOVED_KEYS = {
     "loss=charbonnier (conf/loss/)",
     "train.beta_1": "Adam's betas moved to the optimizer group: optimizer.beta_1=<value>",
     "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
+    "data.flip": "random flips are data.flips=hv|h|none (vertical and horizontal, horizontal "
+    "only, none): data.flip=false is data.flips=none",
     "train.mixed_precision": "the compute precision is train.precision=float32|bfloat16|float16 "
     "(train.mixed_precision=true was train.precision=float16: float16 with loss scaling on a "
     "GPU; train.precision=bfloat16 also runs on a CPU with AMX or AVX512-BF16)",
@@ -260,8 +265,9 @@ def check_overrides(overrides) -> None:
 
     Raises:
         ConfigError: for ``train.loss=...``, ``train.beta_1=...``, ``train.beta_2=...`` or
-            ``train.mixed_precision=...`` (also with ``+``, ``++`` or ``~``); for
-            ``<group>=<option>`` (a sweep's options too) without ``conf/<group>/<option>.yaml``.
+            ``train.mixed_precision=...`` or ``data.flip=...`` (also with ``+``, ``++`` or ``~``);
+            for ``<group>=<option>`` (a sweep's options too) without
+            ``conf/<group>/<option>.yaml``.
     """
     for override in overrides:
         text = str(override)

@@ -384,7 +384,7 @@ def test_a_typo_in_a_key_is_refused_naming_it_and_the_schema(override, key, sche
         ("data.batch_size=many", "Integer"),
         ("data.num_shards=1.5", "Integer"),
         ("train.lr=fast", "Float"),
-        ("data.flip=sometimes", "bool"),
+        ("data.rot90=sometimes", "bool"),
     ],
 )
 def test_a_value_of_the_wrong_type_names_the_key(override, kind):

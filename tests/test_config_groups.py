@@ -142,6 +142,7 @@ def test_no_loss_or_optimizer_yaml_restates_a_schema_default(hydra_conf):
         ("train.loss=charbonnier", "loss=charbonnier"),
         ("train.beta_1=0.5", "optimizer.beta_1="),
         ("++train.beta_2=0.5", "optimizer.beta_2="),
+        ("data.flip=false", "data.flips=none"),
         ("train.mixed_precision=false", "train.precision="),
     ],
 )

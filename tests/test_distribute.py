@@ -89,7 +89,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
     Adam over the steps; measured here: about 1e-7 absolute, asserted below 1e-5."""
     common = (
         "data.deterministic=true",
-        "data.flip=false",
+        "data.flips=none",
         "train.deterministic_ops=true",
         "train.steps=6",
         "train.lr_schedule=constant",

@@ -15,16 +15,19 @@ from sr.train.optimizers import ema_variables, make_optimizer
 from tests.fake_run import load_script, make_run, read_scalars
 
 
-@pytest.mark.parametrize("mixed", [False, True])
-def test_averages_follow_the_formula(compose, mixed):
+@pytest.mark.parametrize("mixed, warmup", [(False, True), (True, True), (False, False)])
+def test_averages_follow_the_formula(compose, mixed, warmup):
     """average_1 = w_1, average_(n+1) = d_n average_n + (1 - d_n) w_(n+1) with the warm-up
-    d_n = min(D, (1 + n) / (10 + n)), per variable in the model's order, after each applied
-    step (and under loss scaling, whose optimizer wraps Adam)."""
+    d_n = min(D, (1 + n) / (10 + n)), or with ``train.ema_warmup=false`` d_n = D (BasicSR's
+    fixed decay), per variable in the model's order, after each applied step (and under loss
+    scaling, whose optimizer wraps Adam)."""
     import keras
 
     decay = 0.75
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
-    opt = make_optimizer(compose(f"train.ema={decay}", "train.lr=0.1"), mixed)
+    opt = make_optimizer(
+        compose(f"train.ema={decay}", "train.lr=0.1", f"train.ema_warmup={warmup}"), mixed
+    )
     opt.build(model.trainable_variables)
     averages = ema_variables(opt)
     assert len(averages) == len(model.trainable_variables) == 4
@@ -34,7 +37,7 @@ def test_averages_follow_the_formula(compose, mixed):
         grads = [rng.normal(size=v.shape).astype(np.float32) for v in model.trainable_variables]
         opt.apply(grads, model.trainable_variables)
         weights = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
-        d = min(decay, (1 + n) / (10 + n))
+        d = min(decay, (1 + n) / (10 + n)) if warmup else decay
         expected = (
             weights
             if expected is None

@@ -186,6 +186,7 @@ def test_a_key_of_the_other_mode_is_an_error_naming_the_mode(compose, mode, key,
         ("generator", "data.decode_workers=0", "data.decode_workers must be"),
         ("generator", "data.batch_size=0", "data.batch_size must be an integer >= 1"),
         ("tfrecord", "data.scale=0", "data.scale must be an integer >= 1"),
+        ("tfrecord", "data.threads=-1", "data.threads must be an integer >= 0, got -1"),
     ],
 )
 def test_values_out_of_range_are_errors_naming_the_key(
@@ -214,6 +215,38 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_others(
     a, b, c = first_batches(3), first_batches(3), first_batches(4)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
+    compose, photo_dir, tmp_path, monkeypatch
+):
+    """data.threads: by default (null) a pool of its own, one thread per 4 cores, at least one,
+    where no GPU is visible; TensorFlow's shared pools (0) or N threads when asked; the batches
+    are the same bit for bit with any pool."""
+    from sr.data.source import pipeline_threads
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    for cores, want in ((1, 1), (2, 1), (7, 1), (8, 2), (32, 8)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cores: set(range(n)))
+        assert pipeline_threads(None) == want
+    assert (pipeline_threads(0), pipeline_threads(3)) == (0, 3)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"])
+    assert pipeline_threads(None) == 0  # the step runs on the GPU: the cores are the pipeline's
+
+    def batches(*threads):
+        ordered = "data.deterministic=true"
+        loader = _loader(compose, "tfrecord", photo_dir, tmp_path, ordered, *threads)
+        ds = loader.dataset()
+        it = iter(ds)
+        out = [t.numpy() for _ in range(3) for t in next(it)]
+        return ds.options().threading.private_threadpool_size, out
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    (own, mine), (shared, theirs) = batches(), batches("data.threads=0")
+    assert (own, shared) == (1, None)
+    for a, b in zip(mine, theirs, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("rot90", [False, True])

@@ -47,7 +47,7 @@ def test_rgb_pairs_are_the_evaluation_lr_at_the_crop_and_commute_with_flips():
     ev = prepare(image, S)
     p, c = 24, 24 * S + 2 * M
     for y, x in [(0, 0), (40, 64), (200 - c, 200 - c)]:
-        lr, hr = make_pairs(_crop(image, y, x, c), S, M, flip=False, gray=tf.constant([False]))
+        lr, hr = make_pairs(_crop(image, y, x, c), S, M, flips="none", gray=tf.constant([False]))
         want = ev.lr_y[(y + M) // S : (y + M) // S + p, (x + M) // S : (x + M) // S + p]
         np.testing.assert_allclose(lr[0, ..., 0].numpy() * 255, want, atol=1e-3)
         want_hr = y_channel(image[y + M : y + c - M, x + M : x + c - M])
@@ -56,9 +56,9 @@ def test_rgb_pairs_are_the_evaluation_lr_at_the_crop_and_commute_with_flips():
     batch = tf.concat([_crop(image, 8 * k, 4 * k, c) for k in range(8)], axis=0)
     gray = tf.zeros([8], tf.bool)
     seed = tf.constant([3, 9], tf.int64)
-    lr, hr = make_pairs(batch, S, M, flip=True, rot90=True, seed=seed, gray=gray)
-    lr0, hr0 = make_pairs(batch, S, M, flip=False, gray=gray)
-    masks = random_masks(batch, True, True, seed)
+    lr, hr = make_pairs(batch, S, M, flips="hv", rot90=True, seed=seed, gray=gray)
+    lr0, hr0 = make_pairs(batch, S, M, flips="none", gray=gray)
+    masks = random_masks(batch, "hv", True, seed)
     assert 0 < int(tf.reduce_sum(tf.cast(tf.stack(masks), tf.int32))) < 24
     np.testing.assert_allclose(lr, flip_batch(lr0, masks), atol=1e-6)
     np.testing.assert_array_equal(hr, flip_batch(hr0, masks))
@@ -68,12 +68,12 @@ def test_gray_crops_give_the_y_order_pairs():
     gray = photo("camera")[:160, :160]
     c = 24 * S + 2 * M
     rgb = np.repeat(gray[..., np.newaxis], 3, axis=-1)
-    lr, hr = make_pairs(_crop(rgb, 8, 12, c), S, M, flip=False, gray=tf.constant([True]))
-    lr_y, hr_y = make_pairs(_crop(gray[..., np.newaxis], 8, 12, c), S, M, flip=False)
+    lr, hr = make_pairs(_crop(rgb, 8, 12, c), S, M, flips="none", gray=tf.constant([True]))
+    lr_y, hr_y = make_pairs(_crop(gray[..., np.newaxis], 8, 12, c), S, M, flips="none")
     np.testing.assert_array_equal(lr, lr_y)
     np.testing.assert_array_equal(hr, hr_y)
     # and unflagged, the same values are read as RGB: Y of equal R, G, B is not the gray value
-    lr_rgb, _ = make_pairs(_crop(rgb, 8, 12, c), S, M, flip=False, gray=tf.constant([False]))
+    lr_rgb, _ = make_pairs(_crop(rgb, 8, 12, c), S, M, flips="none", gray=tf.constant([False]))
     assert np.abs(lr_rgb.numpy() - lr_y.numpy()).max() > 5 / 255
 
 
@@ -85,7 +85,7 @@ def _source(compose, photo_dir, tmp_path, mode, *extra):
         "data.lr_from=rgb",
         "data.batch_size=8",
         "data.patch_size=32",
-        "data.flip=false",
+        "data.flips=none",
         *(
             [f"data.tfrecord_dir={tmp_path / 'set'}", "data.num_shards=2"]
             if mode == "tfrecord"

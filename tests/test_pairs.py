@@ -39,7 +39,7 @@ def _transforms(x):
 
 def test_flips_apply_identically_to_lr_and_hr_and_lr_is_exact():
     batch = _batch()
-    lr, hr = make_pairs(tf.constant(batch), S, M, flip=True, rot90=True, seed=[3, 0])
+    lr, hr = make_pairs(tf.constant(batch), S, M, flips="hv", rot90=True, seed=[3, 0])
     lr, hr = lr.numpy()[..., 0] * 255, hr.numpy()[..., 0] * 255
     assert lr.shape == (32, 24, 24) and hr.shape == (32, 96, 96)
     seen = set()
@@ -57,9 +57,40 @@ def test_flips_apply_identically_to_lr_and_hr_and_lr_is_exact():
     assert len(seen) >= 6, f"only {len(seen)} of the 8 transforms in 32 draws"
 
 
+def test_horizontal_flips_only_mirror_left_right_with_the_coins_of_hv():
+    """``data.flips=h`` (Real-ESRGAN's ``use_hflip``): each pair is its crop or the crop's
+    left-right mirror, about half each, and a sample mirrored under ``h`` is one whose
+    horizontal coin came up under ``hv`` (the same draws)."""
+    batch = _batch()
+    seed = [7, 2]
+    lr, hr = make_pairs(tf.constant(batch), S, M, flips="h", seed=seed)
+    _, hr_hv = make_pairs(tf.constant(batch), S, M, flips="hv", seed=seed)
+    mirrored = []
+    for i in range(len(batch)):
+        src = batch[i, M:-M, M:-M, 0].astype(np.float32)
+        got = hr.numpy()[i, ..., 0] * 255
+        if np.array_equal(got, src[:, ::-1]):
+            mirrored.append(True)
+        else:
+            np.testing.assert_array_equal(got, src)
+            mirrored.append(False)
+        ref_lr = make_lr(batch[i], S, margin=M).numpy()[..., 0]
+        want = ref_lr[:, ::-1] if mirrored[-1] else ref_lr
+        assert np.abs(lr.numpy()[i, ..., 0] * 255 - want).max() <= 1.0 + 1e-4
+        hv = _transforms(src)
+        h_coin = [k for k, v in hv.items() if np.array_equal(hr_hv.numpy()[i, ..., 0] * 255, v)]
+        assert h_coin and h_coin[0][2] == mirrored[-1], f"sample {i}: not hv's horizontal coin"
+    assert 8 <= sum(mirrored) <= 24, f"{sum(mirrored)} of 32 mirrored"
+
+
+def test_an_unknown_flips_value_is_refused():
+    with pytest.raises(ValueError, match="data.flips='v': choose one of hv, h, none"):
+        make_pairs(tf.constant(_batch(2)), S, M, flips="v")
+
+
 def test_flip_off_is_identity_and_values_in_unit_range():
     batch = _batch(4)
-    lr, hr = make_pairs(tf.constant(batch), S, M, flip=False)
+    lr, hr = make_pairs(tf.constant(batch), S, M, flips="none")
     np.testing.assert_array_equal(hr.numpy()[..., 0] * 255, batch[:, M:-M, M:-M, 0])
     assert lr.dtype == tf.float32 and 0 <= lr.numpy().min() and lr.numpy().max() <= 1
     grid = lr.numpy() * 255
@@ -69,7 +100,7 @@ def test_flip_off_is_identity_and_values_in_unit_range():
 def test_premade_lr_gets_the_same_flips():
     hr = _batch(16)[:, M:-M, M:-M]
     lr = np.ascontiguousarray(hr[:, 1::4, 2::4])  # any LR: only the flip bookkeeping is tested
-    out_lr, out_hr = make_pairs(tf.constant(hr), S, 0, lr=tf.constant(lr), flip=True, seed=[1, 0])
+    out_lr, out_hr = make_pairs(tf.constant(hr), S, 0, lr=tf.constant(lr), flips="hv", seed=[1, 0])
     for i in range(16):
         for k, v in _transforms(hr[i, ..., 0]).items():
             if np.array_equal(np.rint(out_hr.numpy()[i, ..., 0] * 255), v):
@@ -89,7 +120,7 @@ def test_training_makes_lr_from_the_rounded_y(tmp_path):
     np.testing.assert_array_equal(y, y_channel(rgb))  # uint8, rounded
     crops = np.stack([y[r : r + P + 2 * M, c : c + P + 2 * M] for r, c in [(0, 0), (40, 120)]])
     crops = tf.constant(crops[..., None])
-    lr, hr = make_pairs(crops, S, M, flip=False)
+    lr, hr = make_pairs(crops, S, M, flips="none")
     np.testing.assert_array_equal(lr.numpy() * 255, make_lr(crops, S, M).numpy())
     np.testing.assert_array_equal(hr.numpy() * 255, crops.numpy()[:, M:-M, M:-M])
     # Not evaluation's order (LR of the RGB, then Y): the 8-bit rounding sits in between.

@@ -14,9 +14,10 @@ import tensorflow as tf
 from hydra.utils import instantiate
 
 from sr.config import ConfigError, build_source
+from sr.train.best import NIQE, PSNR
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
-from sr.train.parts import training_part
+from sr.train.parts import TrainingPart, training_part
 from sr.train.perceptual import PerceptualStep, PerceptualTraining
 from sr.train.step import PixelTraining
 from tests.test_gan import fake_vgg, tiny_models
@@ -44,9 +45,9 @@ def test_the_way_of_training_is_chosen_from_the_loss_and_the_discriminator(compo
     assert isinstance(part_for(compose, "loss=l2")[0], PixelTraining)
     part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0")
     assert isinstance(part, PerceptualTraining)
-    assert (part.best_metric, part.judges_psnr) == ("niqe", False)
+    assert (part.best, part.psnr_reference) == (NIQE, "start")
     part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0", "loss.perceptual_weight=0")
-    assert (part.best_metric, part.judges_psnr) == ("psnr", True)  # L1 alone: the pixel rules
+    assert (part.best, part.psnr_reference) == (PSNR, "best")  # L1 alone: the pixel rules
     gan, _ = part_for(compose, "loss=realesrgan", "discriminator=unet_sn",
                       "discriminator.features=2", "loss.perceptual_weight=0")  # fmt: skip
     assert isinstance(gan, AdversarialTraining)
@@ -143,3 +144,22 @@ def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
     assert "L1 + perceptual training without a discriminator" in caplog.text
     terms = [r.getMessage() for r in caplog.records if r.getMessage().startswith("terms: l1")]
     assert len(terms) == 2 and all(float(t.split()[-1]) > 0 for t in terms), terms
+
+
+def test_every_way_of_training_implements_the_part_protocol(compose):
+    """Each part the trainer can compose has every member of ``TrainingPart`` (a part that
+    lacks one fails here, not at the first validation of a run)."""
+    members = [m for m in TrainingPart.__annotations__] + [
+        name for name, v in vars(TrainingPart).items() if callable(v) and not name.startswith("_")
+    ]
+    for overrides in (
+        (),
+        ("loss=realesrgan", "loss.gan_weight=0"),
+        ("loss=realesrgan", "discriminator=unet_sn", "discriminator.features=2",
+         "loss.perceptual_weight=0"),
+    ):  # fmt: skip
+        part, _ = part_for(compose, *overrides)
+        missing = [m for m in members if not hasattr(part, m)]
+        assert not missing, f"{type(part).__name__} lacks {missing}"
+        assert isinstance(part, TrainingPart)
+        assert part.psnr_reference in ("best", "start")

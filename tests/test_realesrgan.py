@@ -366,17 +366,54 @@ def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
     assert np.abs(want[:, m:-m, m:-m] - got_plain).max() > 5 / 255  # sharpening shows
 
 
+def test_a_margin_of_its_own_is_degraded_and_cut(folders, tmp_path):
+    """``degradation.margin=16``: the crops carry 16 HR pixels on every side, the pair is the
+    degradation of the whole (flipped) crop with 16 HR and 4 LR pixels cut away, and the margin
+    is part of the stream identity; a margin that is not a multiple of the scale is refused."""
+    from sr.core.degrade import flip_batch
+    from sr.data.pairs import degraded_pairs, random_masks
+
+    rgb = ("degradation=realesrgan", "data.channels=rgb", "data.patch_size=32")
+    src = _source(folders, tmp_path, "generator", *rgb, "degradation.margin=16")
+    assert (src.margin, src.crop) == (16, 64)
+    assert src.stream_identity()["degradation"]["margin"] == 16
+    assert "margin" not in _source(folders, tmp_path, "generator", *rgb).degradation.identity()
+    patches = next(iter(src.patch_dataset(0)))
+    assert patches["hr"].shape == (4, 64, 64, 3)
+    index = tf.constant(0, tf.int64)
+    lr, hr = src.to_pairs(patches, index)
+    assert lr.shape == (4, 8, 8, 3) and hr.shape == (4, 32, 32, 3)
+    masks = random_masks(patches["hr"], src.flips, src.rot90, src.flip_seed(index))
+    flipped = flip_batch(patches["hr"], (masks[0], masks[1], None))
+    seeds = src.element_seeds(patches["hr"], index)
+    ref = degraded_pairs(flipped, patches["gray"], S, 16, "rgb", src.degradation, seeds)
+    for a, b in zip((lr, hr), ref):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(ConfigError, match="degradation.margin=30 is not a multiple of data.scale"):
+        build_source(compose(*rgb, "degradation.margin=30"))
+
+
+def test_horizontal_flips_are_a_stream_of_their_own(folders, tmp_path):
+    """``data.flips=h`` is named in the stream identity (a resume that changes it is not exact);
+    ``none`` keeps the identity of ``data.flip=false`` before the key."""
+    h = _source(folders, tmp_path, "generator", "data.flips=h").stream_identity()
+    assert h["flips"] == "h" and h["flip"] is True
+    off = _source(folders, tmp_path, "generator", "data.flips=none").stream_identity()
+    assert "flips" not in off and off["flip"] is False
+
+
 @pytest.mark.parametrize("mode", ["generator", "tfrecord"])
 def test_the_default_pipeline_is_untouched(folders, tmp_path, mode):
     """degradation=bicubic with data.channels=y: Y crops, the pairs of ``make_pairs`` (the
     project's operator, tested in test_pairs.py) and the stream identity of before."""
     src = _source(folders, tmp_path, mode)
     assert src.hr_channels == 1 and src.degradation.name == "bicubic"
-    assert "channels" not in src.stream_identity() and "degradation" not in src.stream_identity()
+    identity = src.stream_identity()
+    assert not {"channels", "degradation", "flips"} & set(identity) and identity["flip"] is True
     patches = next(iter(src.patch_dataset(0)))
     ours = src.to_pairs(patches, tf.constant(0, tf.int64))
     ref = make_pairs(
-        patches["hr"], S, src.margin, flip=True, seed=src.flip_seed(tf.constant(0, tf.int64))
+        patches["hr"], S, src.margin, flips="hv", seed=src.flip_seed(tf.constant(0, tf.int64))
     )
     for a, b in zip(ours, ref):
         np.testing.assert_array_equal(a.numpy(), b.numpy())

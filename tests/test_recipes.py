@@ -170,7 +170,7 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
     # the data it asks for (not instantiated: only the keys of the recipe)
     d = cfg.data
     assert (d.scale, d.batch_size, d.patch_size, d.patch_size // d.scale) == (4, 16, 192, 48)
-    assert d.flip and d.rot90
+    assert d.flips == "hv" and d.rot90
     assert d.hr_dir.endswith("data/DIV2K/DIV2K_train_HR")
     assert d.val_dir.endswith("data/DIV2K/DIV2K_valid_HR")
 
@@ -183,6 +183,30 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
     schedule = make_schedule(cfg)
     for step, lr in [(0, 1e-4), (199_999, 1e-4), (200_000, 5e-5), (299_999, 5e-5)]:
         assert float(schedule(step)) == pytest.approx(lr, rel=1e-6), step
+
+
+@pytest.mark.parametrize("stage", ["realesrnet_x4", "realesrgan_x4"])
+def test_the_real_esrgan_recipes_set_the_papers_data_and_training_choices(compose, stage):
+    """Real-ESRGAN's option files: hflip only, no rotation, EMA 0.999 without a warm-up, no
+    divergence guard; the patch degraded with a margin past the filters' reach (USM's 25 + the
+    blur's 10); stage one from ESRGAN x4's released weights, stage two from the Real-ESRNet
+    run's final averaged weights (not its best)."""
+    cfg = compose(f"experiment={stage}")
+    d, t = cfg.data, cfg.train
+    assert (d.flips, d.rot90, d.channels, d.patch_size, d.batch_size) == (
+        "h",
+        False,
+        "rgb",
+        256,
+        48,
+    )
+    assert cfg.degradation.margin == 36 and cfg.degradation.margin % d.scale == 0
+    assert cfg.degradation.pool_size == 180 >= d.batch_size  # queue_size
+    assert (t.ema, t.ema_warmup, t.guard) == (0.999, False, False)
+    if stage == "realesrnet_x4":
+        assert t.init_from.endswith("/weights/ESRGAN_SRx4_DF2KOST_official-ff704c30.pth")
+    else:
+        assert t.init_from == "outputs/realesrnet_x4/checkpoints/last"  # its final weights
 
 
 @pytest.mark.slow

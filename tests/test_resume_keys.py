@@ -99,6 +99,7 @@ def test_a_run_saved_before_a_key_existed_compares_as_its_default(compose):
         old.pop(key)
     old.data.pop("channels")
     old.discriminator.pop("explode_loss")
+    old.discriminator.pop("init_from")
     assert config_differences(old, new) == {}  # Y, bicubic, and no loss or optimizer to compare
     assert set(RUN_KEYS) >= {"model", "data.scale", "data.channels", "degradation", "loss"}
 
@@ -152,6 +153,22 @@ def test_init_from_starts_from_the_best_averaged_weights_with_a_fresh_step(
     assert int(step) == 1
     for got, want in zip(model.trainable_variables, averages):  # one step of lr 1e-9 from them
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+
+
+def test_init_from_the_last_checkpoint_of_a_run(averaged_run, folders, compose, tmp_path, caplog):
+    """``RUN/checkpoints/last``: the newest checkpoint of the rotation (a finished run's final
+    weights, where Real-ESRGAN's GAN stage starts: ``experiment=realesrgan_x4``), not the run's
+    best (ckpt-3, averaged)."""
+    run_dir, _ = averaged_run
+    assert init_from_choice(f"{run_dir}/checkpoints/last") == (run_dir, "last")
+    cfg = compose(
+        *TINY, "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
+        "data.batch_size=2", "train.steps=1", "train.lr=1e-9",
+        f"train.init_from={run_dir}/checkpoints/last",
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        run(cfg, tmp_path / "new")
+    assert "the live weights of its last (ckpt-5)" in caplog.text
 
 
 def test_init_from_a_run_of_another_model_is_refused_naming_the_keys(y_run, compose, tmp_path):

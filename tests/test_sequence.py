@@ -43,7 +43,7 @@ def source(hr_dir, **kw) -> SequenceSource:
         batch_size=6,
         patch_size=16,
         scale=4,
-        flip=True,
+        flips="hv",
         rot90=True,
         seed=3,
         deterministic=True,
@@ -142,7 +142,7 @@ def test_every_lr_frame_is_the_lr_operator_of_its_hr_crop_under_the_samples_flip
     lr, hr = lr.numpy(), hr.numpy()
     assert 0 <= lr.min() and lr.max() <= 1 and 0 <= hr.min() and hr.max() <= 1
     np.testing.assert_allclose(lr * 255, np.round(lr * 255), atol=1e-3)  # the 8-bit grid
-    v, h, t = (m.numpy() for m in random_masks(batch["hr"], True, True, tf.stack([3, index])))
+    v, h, t = (m.numpy() for m in random_masks(batch["hr"], "hv", True, tf.stack([3, index])))
     assert 0 < v.sum() < 6 or 0 < h.sum() < 6  # some samples flipped, some not
     m = crop_margin(4)
 

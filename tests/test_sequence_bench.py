@@ -119,7 +119,7 @@ def test_naive_pipeline_cuts_one_crop_of_the_projects_y_from_the_k_frames_of_a_w
     sample's. Flips off, so that the pairs are those of the crop itself."""
     source = build_source(
         compose_data(
-            "sequence", seq_dir, None, "data.batch_size=4", "data.patch_size=32", "data.flip=false"
+            "sequence", seq_dir, None, "data.batch_size=4", "data.patch_size=32", "data.flips=none"
         )
     )
     source.prepare()

@@ -42,11 +42,14 @@ def reencode_png(src: str | os.PathLike, dst: str | os.PathLike, workers: int = 
 
 def compose_data(mode: str, hr_dir, data_root, *overrides: str):
     """The composed ``cfg`` of ``python train.py data=<mode> data.hr_dir=<hr_dir>
-    data.val_dir=null [data.data_root=<data_root>] <overrides>`` (:func:`sr.config.compose`):
-    no validation folder (the benchmarks train nothing); ``data_root``, where shards are built, is
-    set for ``data=tfrecord`` only (the other modes have no such key)."""
+    data.val_dir=null data.threads=0 [data.data_root=<data_root>] <overrides>``
+    (:func:`sr.config.compose`): no validation folder (the benchmarks train nothing); the
+    pipeline on TensorFlow's shared thread pools, every core (no training step beside it to
+    leave cores to); ``data_root``, where shards are built, is set for ``data=tfrecord`` only
+    (the other modes have no such key)."""
     root = (f"data.data_root={data_root}",) if mode == "tfrecord" else ()
-    return compose(f"data={mode}", f"data.hr_dir={hr_dir}", "data.val_dir=null", *root, *overrides)
+    common = (f"data={mode}", f"data.hr_dir={hr_dir}", "data.val_dir=null", "data.threads=0")
+    return compose(*common, *root, *overrides)
 
 
 def write_sequences(

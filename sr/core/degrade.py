@@ -16,7 +16,7 @@ input symmetrically (as MATLAB does) by a multiple of the scale wide enough for 
 support, resize, and cut the padding away: the result is MATLAB's on every pixel, up to float32
 rounding. For training batches (square crops with a margin, Y or RGB) :func:`make_lr` computes
 the same operator as two matrix products (:func:`downscale_matrix`), with the random flips folded
-into the matrices: about 3x less CPU for the training pair stage (``scripts/bench_data.py``).
+into the matrices, which costs the training pair stage less CPU (``scripts/bench_data.py``).
 
 Order of colour conversion and LR, per use (the two orders differ because 8-bit rounding and the
 non-linear clipping sit between them; Y itself is affine, so without rounding they would agree):
@@ -243,7 +243,7 @@ def flip_batch(x: tf.Tensor, flips) -> tf.Tensor:
     if x.shape.rank == 4 and x.shape[-1] is not None and x.shape[-1] > 1:
         return _flip_channels(x, flips)
     one_channel = x.shape.rank == 4 and x.shape[-1] == 1
-    if one_channel:  # a [B, 1, 1] select on [B, H, W] is about 2x faster than on [B, H, W, 1]
+    if one_channel:  # a [B, 1, 1] select on [B, H, W] is cheaper than on [B, H, W, 1]
         x = x[..., 0]
     rank = x.shape.rank
 
@@ -264,12 +264,10 @@ def _flip_channels(x: tf.Tensor, flips) -> tf.Tensor:
     """:func:`flip_batch` of a batch with several interleaved channels ``[B, H, W, C]`` (RGB).
 
     A ``tf.where`` of a ``[B, 1, 1, 1]`` mask on such a batch broadcasts element by element, on
-    both the flipped and the unflipped copy: 20 CPU-ms for the vertical and horizontal flips of 64
-    uint8 RGB 112 x 112 crops, 4x the whole Y pair stage. Here the samples are split by their
-    combination of flips (``tf.dynamic_partition``), each group gets its one reverse (and
-    transpose) and the groups are put back in order (``tf.dynamic_stitch``): 2.8 CPU-ms for the
-    same flips, measured one batch at a time on a 2-core AMD EPYC. The same values: only the
-    copying differs."""
+    both the flipped and the unflipped copy, which cost more than the whole Y pair stage. Here the
+    samples are split by their combination of flips (``tf.dynamic_partition``), each group gets
+    its one reverse (and transpose) and the groups are put back in order
+    (``tf.dynamic_stitch``). The same values: only the copying differs."""
     code = tf.zeros(tf.shape(x)[:1], tf.int32)
     for bit, mask in enumerate(flips):  # bit 0: vertical flip, 1: horizontal, 2: transpose
         if mask is not None:
@@ -318,10 +316,9 @@ def _lr_by_matrix(hr: tf.Tensor, scale: int, margin: int, flips) -> tf.Tensor:
 
     A vertical flip J of the crop turns ``W X W^T`` into ``(W J) X W^T``, and ``W J`` is ``W``
     with its columns reversed, so the LR of the flipped crop comes from per-sample matrices at no
-    extra cost. About 2.3 CPU-ms per batch of 64 for the whole pair stage instead of 7.7 with
-    ``tf.image.resize(antialias=True)`` and flips on uint8 (``scripts/bench_data.py``); only the
-    float32 summation order differs from :func:`bicubic_downscale` (at most one grey level, on
-    rare rounding ties)."""
+    extra cost, and the whole pair stage costs less CPU than ``tf.image.resize(antialias=True)``
+    with flips on uint8 (``scripts/bench_data.py``); only the float32 summation order differs
+    from :func:`bicubic_downscale` (at most one grey level, on rare rounding ties)."""
     flip_v, flip_h, transpose = flips
     n = tf.shape(hr)[0]
     no = tf.zeros([n], tf.bool)
@@ -345,9 +342,9 @@ def _channels_by_matrix(hr: tf.Tensor, wv: tf.Tensor, wh: tf.Tensor, transpose) 
     given the per-sample matrices ``wv``, ``wh`` ``[B, p, C]``: ``W_v X_k W_h^T`` for each k.
 
     The first product takes the crop as stored, ``[B, C, C K]`` (each row holds the K channels
-    interleaved, and ``W_v`` mixes rows only), so no transpose of the crop into planes (that
-    transpose cost 3.5 CPU-ms per batch of 64 RGB 112 x 112 crops, more than half of the LR's
-    6.0); only its result, p / C of the crop, is reordered for the second product. Each LR value
+    interleaved, and ``W_v`` mixes rows only), so no transpose of the crop into planes (which
+    cost more than half of the LR's CPU); only its result, p / C of the crop, is reordered for the
+    second product. Each LR value
     is the same two dot products as on that channel alone (``[B, C, C, 1]``), so the same float32
     value (measured equal to the bit on 1.1 million values; a BLAS that summed
     ``[p, C] x [C, C K]`` in another order than ``[p, C] x [C, C]`` could differ by one grey

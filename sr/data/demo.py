@@ -215,7 +215,7 @@ def ensure_demo_sequences(root: str | Path) -> Path:
     * ``val``: 3 sequences of 8 frames from :data:`VAL`: chelsea at 128x128, coffee and camera
       at 160x160 (no training photograph).
 
-    About 1.5 s and 10 MB. Only missing frames are written, each atomically (a hidden temporary
+    About 10 MB. Only missing frames are written, each atomically (a hidden temporary
     file renamed); when every frame is there, nothing is read or written. The pixels are the
     same on every machine; the PNG bytes too for one zlib version (compression level 3).
 

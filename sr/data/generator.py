@@ -60,8 +60,8 @@ class PatchPool:
     each patch takes) are a function of the seed and the images' sizes alone (:meth:`plans`,
     from file headers), and decoding only follows them. So the stream can start at any batch
     (``pool(start)``): the decisions of the first ``start`` batches are replayed without decoding
-    (66 µs a batch of 64 on 2 AVX2 cores, ``benchmarks/bench_resume.py``), then the images in the
-    pool at that point are decoded, and the batches from ``start`` on are those of an
+    (its cost: ``docs/performance.md``, "Exact resume"), then the images in the pool at that point
+    are decoded, and the batches from ``start`` on are those of an
     uninterrupted stream, bit for bit.
 
     Args:

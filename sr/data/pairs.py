@@ -5,7 +5,8 @@ This module owns the augmentation only (random flips and transposes, drawn per s
 is made by the project's LR operator, ``sr.core.degrade.make_lr``. Per batch of B patches:
 
 1. three fair coins per sample (vertical flip, horizontal flip, transpose: with the three, the 8
-   rotations and reflections), :func:`random_masks`;
+   rotations and reflections; ``data.flips=h`` keeps the horizontal one only),
+   :func:`random_masks`;
 2. LR = ``make_lr`` of the flipped HR crop, margin cut away: MATLAB-equivalent bicubic of the
    rounded uint8 Y, rounded to the 8-bit grid like a saved LR image. The operator commutes with
    flips of a square crop whose margin is a multiple of the scale, so ``make_lr`` folds the flips
@@ -29,24 +30,37 @@ import tensorflow as tf
 from sr.core.color import gray_of, y_of, y_rounded
 from sr.core.degrade import flip_batch, make_lr
 
+FLIPS = ("hv", "h", "none")
+"""``data.flips``: random vertical and horizontal flips (``hv``, the default), horizontal only
+(``h``: left-right, BasicSR's ``use_hflip``, the Real-ESRGAN recipes' augmentation), or none."""
 
-def random_masks(batch: tf.Tensor, flip: bool, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:
+
+def random_masks(batch: tf.Tensor, flips: str, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:
     """Three independent fair-coin boolean vectors ``[B]`` (vertical flip, horizontal flip,
     transpose); all False where the augmentation is off.
 
     Args:
         batch: any ``[B, ...]`` tensor (only B is read).
-        flip, rot90: which coins are live.
+        flips: which flip coins are live, one of :data:`FLIPS` (``hv``: both; ``h``: the
+            horizontal one, reversing the width axis; ``none``).
+        rot90: whether the transpose coin is live.
         seed: None for TensorFlow's stateful generator, or an int ``[2]`` seed of a stateless
             draw: the coins are then a function of the seed alone, whatever order a parallel
             ``map`` runs the batches in (so a seeded source gives the same batches every run).
+            The three coins are drawn whatever ``flips`` says, so that the horizontal coin of
+            ``h`` is the one of ``hv``.
+
+    Raises:
+        ValueError: for ``flips`` not in :data:`FLIPS`.
     """
+    if flips not in FLIPS:
+        raise ValueError(f"data.flips={flips!r}: choose one of {', '.join(FLIPS)}")
     n = tf.shape(batch)[0]
     if seed is None:
         coins = tf.random.uniform([3, n]) < 0.5
     else:
         coins = tf.random.stateless_uniform([3, n], seed=seed) < 0.5
-    on = tf.constant([flip, flip, rot90])
+    on = tf.constant([flips == "hv", flips != "none", rot90])
     coins = tf.logical_and(coins, on[:, tf.newaxis])
     return coins[0], coins[1], coins[2]
 
@@ -190,7 +204,7 @@ def make_pairs(
     scale: int,
     margin: int,
     lr: tf.Tensor | None = None,
-    flip: bool = True,
+    flips: str = "hv",
     rot90: bool = False,
     seed=None,
     gray: tf.Tensor | None = None,
@@ -206,8 +220,9 @@ def make_pairs(
         margin: m, real image pixels around the patch that make the LR free of border effects
             (``sr.core.degrade.crop_margin(scale)``).
         lr: optional uint8 ``[B, P / s, P / s, 1]`` pre-made LR patches aligned with ``hr``.
-        flip: random vertical and horizontal flips, independent per sample.
-        rot90: also random transposes (with the flips: the 8 rotations and reflections).
+        flips: random flips, independent per sample: ``hv`` vertical and horizontal, ``h``
+            horizontal only, ``none`` (:data:`FLIPS`).
+        rot90: also random transposes (with ``hv``: the 8 rotations and reflections).
         seed: None, or an int ``[2]`` stateless seed of the coin flips (:func:`random_masks`).
         gray: bool ``[B]`` with RGB ``hr``: crops of gray images.
 
@@ -220,7 +235,7 @@ def make_pairs(
         ValueError: for pre-made LR with a margin or with RGB patches, or sizes that are not
             multiples of ``scale``.
     """
-    flip_v, flip_h, transpose = random_masks(hr, flip, rot90, seed)
+    flip_v, flip_h, transpose = random_masks(hr, flips, rot90, seed)
     flips = (flip_v, flip_h, transpose if rot90 else None)
     if hr.shape[-1] == 3:
         if lr is not None or gray is None:
@@ -243,7 +258,7 @@ def make_window_pairs(
     scale: int,
     margin: int,
     target: int,
-    flip: bool = True,
+    flips: str = "hv",
     rot90: bool = False,
     seed=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -255,7 +270,7 @@ def make_window_pairs(
 
     Args:
         hr: uint8 ``[B, k, P + 2m, P + 2m, 1]``, the k frames' crops at one position.
-        scale, margin, flip, rot90, seed: as :func:`make_pairs`.
+        scale, margin, flips, rot90, seed: as :func:`make_pairs`.
         target: index (0..k-1) of the frame whose HR is the target.
 
     Returns:
@@ -263,7 +278,7 @@ def make_window_pairs(
         and ``[B, P, P, 1]``, the target frame's HR, in [0, 1]; LR on the 8-bit grid.
     """
     k, c = hr.shape[1], hr.shape[2]
-    flip_v, flip_h, transpose = random_masks(hr, flip, rot90, seed)
+    flip_v, flip_h, transpose = random_masks(hr, flips, rot90, seed)
 
     frames = tf.reshape(hr, [-1, c, c, 1])
     flips = tuple(_per_plane(m, k) for m in (flip_v, flip_h, transpose if rot90 else None))

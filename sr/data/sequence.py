@@ -568,7 +568,7 @@ class SequenceSource(PatchSource):
             self.scale,
             self.margin,
             self.target,
-            flip=self.flip,
+            flips=self.flips,
             rot90=self.rot90,
             seed=self.flip_seed(index, pipeline),
         )

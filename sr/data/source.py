@@ -9,8 +9,8 @@ chosen ``conf/data/<mode>.yaml``); its :meth:`PatchSource.dataset` is an endless
 - the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.core.color``);
 - LR is the project's LR operator (``sr.core.degrade``) applied to an HR crop with a margin (no
   border error), rounded to the 8-bit grid; or, with ``lr_dir``, pre-made LR images;
-- random vertical and horizontal flips per sample (and transposes with ``rot90``), identical for
-  LR and HR.
+- random flips per sample (``flips``: vertical and horizontal, horizontal only, or none; and
+  transposes with ``rot90``), identical for LR and HR.
 
 A source only makes uint8 patch batches (:meth:`PatchSource.patch_dataset`); every source ends in
 the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.make_pairs`` ->
@@ -39,7 +39,9 @@ from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.core.schema import bounded, value_error
-from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.data import pair_pool
+from sr.data.pairs import FLIPS, degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.data.pipeline import pairs_dataset, pipeline_threads  # noqa: F401  (re-exported)
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
 
@@ -66,7 +68,8 @@ class DataConfig:
     # HR patch P in pixels (LR patch is P / scale)
     patch_size: int = bounded(96, minimum=1, integer=True)
     scale: int = bounded(4, minimum=1, integer=True)  # s
-    flip: bool = True  # random vertical and horizontal flips
+    # random flips: hv, vertical and horizontal; h, horizontal only (Real-ESRGAN's use_hflip); none
+    flips: str = bounded("hv", choices=FLIPS)
     rot90: bool = False  # also random transposes (all 8 rotations and reflections)
     seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
     deterministic: bool = False  # deterministic tf.data order: the same batches in every run
@@ -77,6 +80,9 @@ class DataConfig:
     # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
     # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
     channels: str = "y"
+    # the input pipeline's threads: null, a pool of its own of 1 per 4 cores (at least 1) where no
+    # GPU is visible, else TensorFlow's shared pools; N >= 1: N of its own; 0: the shared pools
+    threads: int | None = bounded(None, minimum=0, integer=True)
 
 
 def holdout(files: list[Path], count: int, key: str) -> list[Path]:
@@ -123,7 +129,8 @@ class PatchSource(abc.ABC):
             (:func:`holdout`; ``val_dir`` must then be None); 0: none.
         lr_dir: optional folder of pre-made LR images (DIV2K ``X4`` layout, ``0001x4.png``).
         batch_size: B. patch_size: HR patch P in pixels, a multiple of ``scale``. scale: s.
-        flip: random flips. rot90: random transposes too.
+        flips: random flips, ``hv`` (vertical and horizontal), ``h`` (horizontal only) or
+            ``none`` (``sr.data.pairs.FLIPS``). rot90: random transposes too.
         seed: seed of shuffles, crops and flips (None: one drawn at start, ``stream_seed``,
             saved in the run's checkpoints so that a resume continues the same stream).
         deterministic: deterministic element order in tf.data (slower for ``data=tfrecord``,
@@ -136,6 +143,7 @@ class PatchSource(abc.ABC):
             the training process refuse it.
         lr_from: ``y`` or ``rgb``, the colour order of the Y pairs' LR (``sr.core.degrade``).
         channels: ``y`` (pairs of one channel, Y) or ``rgb`` (three, R, G, B).
+        threads: the input pipeline's threads (:func:`pipeline_threads`).
         degradation: the LR operator (the ``degradation`` group, instantiated): None or
             ``sr.degradations.Bicubic`` for MATLAB bicubic,
             ``sr.degradations.realesrgan.RealESRGAN``
@@ -157,6 +165,8 @@ class PatchSource(abc.ABC):
     # a degradation's pairs also give the HR as it is, after the sharpened target: (lr, target,
     # hr) (set by sr.config.build_source for the GAN stage's loss.gan_gt_usm=false)
     plain_target: bool = False
+    # degradation.pool_size on the accelerator: the pool of the device stage (sr.data.pair_pool)
+    device_pool = None
 
     def __init__(
         self,
@@ -167,7 +177,7 @@ class PatchSource(abc.ABC):
         batch_size: int,
         patch_size: int,
         scale: int,
-        flip: bool,
+        flips: str,
         rot90: bool,
         seed: int | None,
         deterministic: bool,
@@ -176,6 +186,7 @@ class PatchSource(abc.ABC):
         channels: str = "y",
         degradation=None,
         val_holdout: int = 0,
+        threads: int | None = None,
     ):
         for key, value in (
             ("scale", scale),
@@ -193,11 +204,12 @@ class PatchSource(abc.ABC):
         self.batch_size = int(batch_size)
         self.patch_size = int(patch_size)
         self.scale = int(scale)
-        self.flip = bool(flip)
+        self.flips = checked(self.schema, "flips", flips)
         self.rot90 = bool(rot90)
         self.seed = seed
         self.deterministic = bool(deterministic)
         self.service = service or None
+        self.threads = checked(self.schema, "threads", threads)
         checked(self.schema, "lr_from", lr_from)
         if lr_from == "rgb" and self.lr_dir:
             raise ValueError(
@@ -255,6 +267,12 @@ class PatchSource(abc.ABC):
                 f"{self.channels} with degradation={self.degradation.name} cannot use: set "
                 "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
             )
+        if self.margin % self.scale:
+            raise ValueError(
+                f"degradation.margin={self.margin} is not a multiple of data.scale {self.scale}: "
+                f"use {self.margin // self.scale * self.scale} or "
+                f"{(self.margin // self.scale + 1) * self.scale}"
+            )
         least = getattr(self.degradation, "least_crop", lambda scale: 0)(self.scale)
         if self.crop < least:
             raise ValueError(
@@ -262,6 +280,7 @@ class PatchSource(abc.ABC):
                 f"x{self.scale}; data.patch_size={self.patch_size} gives {self.crop}: raise "
                 "data.patch_size"
             )
+        pair_pool.check_pool(self)
 
     # -- geometry ------------------------------------------------------------------------------
     @property
@@ -274,8 +293,12 @@ class PatchSource(abc.ABC):
     @property
     def margin(self) -> int:
         """HR pixels kept around each patch so that its LR has no border effect
-        (``sr.core.degrade.crop_margin``); 0 with pre-made LR."""
-        return 0 if self.lr_dir else crop_margin(self.scale)
+        (``sr.core.degrade.crop_margin``: the bicubic operator's reach); a degradation's own
+        (``crop_margin(scale)`` of ``sr.degradations.realesrgan.RealESRGAN``:
+        ``degradation.margin``); 0 with pre-made LR."""
+        if self.lr_dir:
+            return 0
+        return getattr(self.degradation, "crop_margin", crop_margin)(self.scale)
 
     @property
     def crop(self) -> int:
@@ -401,11 +424,12 @@ class PatchSource(abc.ABC):
             "batch_size": self.batch_size,
             "patch_size": self.patch_size,
             "scale": self.scale,
-            "flip": self.flip,
+            "flip": self.flips != "none",
             "rot90": self.rot90,
             "lr_dir": str(self.lr_dir) if self.lr_dir else None,
             "images": digest.hexdigest()[:16],
             # only when not the default: runs saved before the key existed keep their identity
+            **({"flips": self.flips} if self.flips == "h" else {}),
             **({"lr_from": self.lr_from} if self.lr_from != "y" else {}),
             **({"channels": self.channels} if self.channels != "y" else {}),
             **(
@@ -432,7 +456,7 @@ class PatchSource(abc.ABC):
         """
         if self.channels == "rgb" or self.degradation.name != "bicubic":
             flip_v, flip_h, transpose = random_masks(
-                batch["hr"], self.flip, self.rot90, self.flip_seed(index, pipeline)
+                batch["hr"], self.flips, self.rot90, self.flip_seed(index, pipeline)
             )
             flips = (flip_v, flip_h, transpose if self.rot90 else None)  # as make_pairs
             seeds = self.element_seeds(batch["hr"], index, pipeline)
@@ -454,7 +478,7 @@ class PatchSource(abc.ABC):
             self.scale,
             self.margin,
             lr=batch.get("lr"),
-            flip=self.flip,
+            flips=self.flips,
             rot90=self.rot90,
             seed=self.flip_seed(index, pipeline),
             gray=batch.get("gray"),
@@ -466,15 +490,24 @@ class PatchSource(abc.ABC):
         ``degradation.device=accelerator`` a function ``(hr uint8 [B, c, c, 3], gray bool [B],
         seeds int64 [B, 2]) -> (lr, hr)`` (``sr.data.pairs.degraded_pairs``), the input pipeline
         then yielding those flipped clean crops (a GPU's input pipeline only decodes, crops and
-        flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU."""
+        flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU; then through the training-pair
+        pool of ``degradation.pool_size`` (:attr:`device_pool`, from :meth:`device_state`)."""
         if getattr(self.degradation, "device", "input") != "accelerator":
             return None
 
         def stage(hr, gray, seeds):
             args = (self.scale, self.margin, self.channels, self.degradation)
-            return degraded_pairs(hr, gray, *args, seeds, self.plain_target)
+            pairs = degraded_pairs(hr, gray, *args, seeds, self.plain_target)
+            return pairs if self.device_pool is None else self.device_pool.apply(pairs, seeds[0])
 
         return stage
+
+    def device_state(self, strategy, checkpoint: str | None):
+        """What the device stage keeps across steps, to be saved with the data position: the
+        pool of ``degradation.pool_size`` on the accelerator, one per local replica of
+        ``strategy``, restored from ``checkpoint`` (None: emptied). None without one
+        (``sr.data.pair_pool.device_pool_state``)."""
+        return pair_pool.device_pool_state(self, strategy, checkpoint)
 
     def flip_seed(self, index: tf.Tensor | None, pipeline: int = 0) -> tf.Tensor | None:
         """The stateless seed of a batch's flips: int64 ``[2]`` ``(stream_seed, index)``, with
@@ -526,54 +559,3 @@ class PatchSource(abc.ABC):
     ) -> tf.data.Dataset:
         """Endless ``(lr, hr)`` batches from batch ``start`` on: :func:`pairs_dataset`."""
         return pairs_dataset(self, start, context)
-
-
-def pairs_dataset(
-    source: PatchSource, start: int = 0, context: tf.distribute.InputContext | None = None
-) -> tf.data.Dataset:
-    """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
-    :meth:`PatchSource.to_pairs` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's
-    number (``start``, ``start + 1``, ...) -> (``data.service``: run on tf.data service workers,
-    ``sr.data.service``) -> prefetch.
-
-    Args:
-        source: a prepared source.
-        start: the first batch's number.
-        context: the ``tf.distribute.InputContext`` of this input pipeline (from
-            ``strategy.distribute_datasets_from_function``): batches are then a replica's share
-            of the global ``batch_size``, and the pipeline reads its own share of the data. None:
-            one pipeline, global batches.
-
-    Returns:
-        Endless ``tf.data.Dataset`` of ``(lr, hr)``: float32 ``[B, P/s, P/s, 1]`` and
-        ``[B, P, P, 1]`` in [0, 1] (see the module docstring).
-
-    Raises:
-        ImageFolderError: if the image folder is missing or holds no usable image.
-    """
-    if context is None:
-        batch, pipeline = source.batch_size, (0, 1)
-    else:
-        batch = context.get_per_replica_batch_size(source.batch_size)
-        pipeline = (context.input_pipeline_id, context.num_input_pipelines)
-
-    def pairs() -> tf.data.Dataset:
-        ds = source.patch_dataset(start, batch, pipeline).enumerate(start)
-        # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
-        # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
-        # work per batch: an ordered map costs no throughput)
-        return ds.map(
-            lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
-
-    if source.service:  # every worker draws its own read shuffles (service.unseeded)
-        from sr.data import service
-
-        ds = service.distribute(service.unseeded(pairs), source.service)
-    else:
-        ds = pairs()
-    options = tf.data.Options()
-    options.deterministic = source.deterministic
-    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

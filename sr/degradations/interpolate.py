@@ -85,8 +85,7 @@ def resize_matrix(n_in, n_out, mode: str, factor=None) -> tf.Tensor:
 def separable(images: tf.Tensor, rows: tf.Tensor, cols: tf.Tensor) -> tf.Tensor:
     """``rows @ image @ cols^T`` for every channel of every image: a separable linear map (a
     resize, a separable blur with its border rule folded in) as two plain matrix products over
-    the whole batch (one GEMM per axis: 2x faster than ``tf.einsum`` on a CPU, which transposes
-    per product).
+    the whole batch (one GEMM per axis, where ``tf.einsum`` transposes per product).
 
     Args:
         images: float32 ``[B, H, W, C]``.

@@ -45,9 +45,12 @@ Where this differs from the official PyTorch code, and why (``docs/data.md`` lis
   quality is the drawn value rounded down to an integer (DiffJPEG scales its tables by the
   real value);
 - the sharpened target is rounded to the 8-bit grid, like every HR target of the project;
-- the degradation runs on training crops with their margin (112 pixels at x4), not on 400-pixel
-  crops cut to 256 afterwards, and there is no training-pair pool (``queue_size``: 180 pairs
-  shuffled across batches): the batches of one step share their per-batch draws.
+- the degradation runs on training crops with their margin (``degradation.margin``: 8 pixels by
+  default, 112-pixel crops at x4; 36 in the paper's recipes), not on 400-pixel crops cut to 256
+  afterwards: the default margin leaves the filters' border effects in the patch's outer pixels
+  (``benchmarks/realesrgan_border.py``), 36 keeps them out;
+- the training-pair pool (``queue_size``, 180 in the official files) is ``degradation.pool_size``
+  (``sr.data.pair_pool``): 0 (none) by default, 180 in the paper's recipes.
 
 Blurs pad by reflection (PyTorch's ``reflect``, OpenCV's ``BORDER_REFLECT_101``) as the
 official ``filter2D`` does.
@@ -61,6 +64,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import tensorflow as tf
 
+from sr.core.degrade import crop_margin
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node
 from sr.degradations import interpolate
@@ -230,9 +234,14 @@ class Options:
     # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
     device: str = bounded("input", choices=DEVICES)
     # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.degradations.jpeg,
-    # any
-    # device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
+    # any device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
     jpeg: str = bounded("auto", choices=JPEGS)
+    # HR pixels degraded around each patch and cut away after (a multiple of data.scale); null:
+    # the LR operator's 2 x scale (8 at x4); the paper's recipes: 36 (docs/data.md)
+    margin: int | None = bounded(None, minimum=0, integer=True)
+    # the training-pair pool (Real-ESRGAN's queue_size): degraded pairs shuffled through a pool
+    # of this many, so that a batch mixes several batches' draws (sr.data.pair_pool); 0: none
+    pool_size: int = bounded(0, minimum=0, integer=True)
 
 
 def schema_fields() -> list[tuple]:
@@ -242,7 +251,10 @@ def schema_fields() -> list[tuple]:
     is then refused naming the key when the config composes)."""
     out = []
     for f in (*fields(Params), *fields(Options)):
-        if isinstance(f.default, bool | str):
+        if f.type in ("int", "int | None"):  # counts and pixels
+            kind = int if f.type == "int" else int | None
+            out.append((f.name, kind, field(default=f.default, metadata=f.metadata)))
+        elif isinstance(f.default, bool | str):
             out.append((f.name, type(f.default), field(default=f.default, metadata=f.metadata)))
         elif isinstance(f.default, tuple):
             kind = list[int] if all(isinstance(v, int) for v in f.default) else list[float]
@@ -499,11 +511,22 @@ class RealESRGAN:
         return self.options.device
 
     def identity(self) -> dict:
-        """What the pairs are a function of besides the seed: the name, every parameter and the
-        sharpened target (``gt_usm``, named when on: runs saved before it existed had none).
-        Not the device nor the JPEG coder: both give the same pixels."""
+        """What the pairs are a function of besides the seed: the name, every parameter, the
+        sharpened target (``gt_usm``, named when on: runs saved before it existed had none), the
+        crop's ``margin`` when given and the pair pool's size when on. Not the device nor the
+        JPEG coder: both give the same pixels."""
         extra = {} if self.options.gt_usm is False else {"gt_usm": True}
+        if self.options.margin is not None:
+            extra["margin"] = self.options.margin
+        if self.options.pool_size:
+            extra["pool_size"] = self.options.pool_size
         return {"name": self.name, **asdict(self.params), **extra}
+
+    def crop_margin(self, scale: int) -> int:
+        """HR pixels degraded around each patch (``degradation.margin``; null: the LR operator's
+        ``sr.core.degrade.crop_margin``, 2 x scale); what a margin leaves of the filters' border
+        effects in the patch: ``benchmarks/realesrgan_border.py``, docs/data.md."""
+        return crop_margin(scale) if self.options.margin is None else self.options.margin
 
     def least_crop(self, scale: int) -> int:
         """The smallest HR crop side (pixels) it takes at ``scale``: LR sides of

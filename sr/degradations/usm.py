@@ -107,8 +107,8 @@ def gaussian_blur(images: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
     """BasicSR's ``filter2D`` by the outer product of ``kernel``: reflect-101 padding of
     ``k // 2``, then the separable blur, as two matrix products (:func:`reflect_blur_matrix`).
 
-    Measured on 16 crops of 112x112 on CPU, products by banded matrices are 8x (graph) to 50x
-    (XLA) faster than 51-tap depthwise convolutions, the same within float32 rounding (3.6e-7).
+    Products by banded matrices rather than 51-tap depthwise convolutions, which cost more on a
+    CPU (in the graph and under XLA); the same within float32 rounding (3.6e-7).
 
     Args:
         images: float32 ``[B, H, W, C]``, ``H, W > len(kernel) // 2``.

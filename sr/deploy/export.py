@@ -138,12 +138,13 @@ def to_tflite(model: keras.Model, path: Path, size: int, calibration=None) -> No
     float32 ``[1, size, size, C]`` tiles) makes it int8 (weights and activations; float32 input
     and output), else float32.
 
-    The SavedModel the converter reads is exported with a static signature, batch included:
-    ``Model.export`` otherwise writes a dynamic batch, and the nearest-neighbour upsampling of
-    RRDBNet (Keras's ``UpSampling2D``: ``tf.repeat``, a reshape to a size computed at run time)
-    then leaves the converter a tensor of unknown batch and height after its second x2 stage;
-    the 3x3 conv that follows cannot become LiteRT's ``CONV_2D`` (``ConverterError``:
-    ``'tf.Conv2D' op is neither a custom op nor a flex op``, at x4 and x8; x2 and x3 converted)."""
+    The SavedModel the converter reads is exported with a static signature, batch included, so
+    that no shape is left to compute at run time: with the dynamic batch ``Model.export`` writes
+    otherwise, a reshape to a size computed at run time (Keras's nearest ``UpSampling2D``, a
+    ``tf.repeat``, as RRDBNet's upsampler was before ``sr.models.layers.UpSampling2D`` made it
+    ``depth_to_space``) left the converter a tensor of unknown batch and height, whose 3x3 conv
+    could not become LiteRT's ``CONV_2D`` (``ConverterError: 'tf.Conv2D' op is neither a custom
+    op nor a flex op``)."""
     saved = path.parent / "saved_model_for_tflite"  # variables frozen by the SavedModel path
     spec = tf.TensorSpec([1, size, size, input_channels(model)], tf.float32, name="lr")
     fixed_input(model, size).export(

@@ -287,12 +287,14 @@ def damaged_fix(run_dir, path: str) -> str:
 
 def init_from_choice(value) -> tuple[Path, str | None]:
     """``(run folder, checkpoint)`` of a ``train.init_from`` value: ``RUN`` (its best, else its
-    newest: checkpoint None), ``RUN/checkpoints/best`` (``best``) or
-    ``RUN/checkpoints/ckpt-N`` (``ckpt-N``, one of the rotation's: e.g. when ``best`` is
-    damaged); ``checkpoint`` as :func:`find_checkpoint` takes it."""
+    newest: checkpoint None), ``RUN/checkpoints/best`` (``best``), ``RUN/checkpoints/last``
+    (``last``: the newest of the rotation, a finished run's final weights, where Real-ESRGAN's
+    GAN stage starts) or ``RUN/checkpoints/ckpt-N`` (``ckpt-N``, one of the rotation's: e.g. when
+    ``best`` is damaged); ``checkpoint`` as :func:`find_checkpoint` takes it."""
     path = Path(value).expanduser()
     name = path.name
-    if path.parent.name == CHECKPOINT_DIR and (name == BEST_DIR or _CKPT.fullmatch(name)):
+    named = name in (BEST_DIR, "last") or _CKPT.fullmatch(name)
+    if path.parent.name == CHECKPOINT_DIR and named:
         return path.parent.parent, name
     return path, None
 

@@ -28,7 +28,9 @@ import hydra
 import keras
 import tensorflow as tf
 
+from sr.train.best import NIQE
 from sr.train.gan_loss import RealESRGANLoss
+from sr.train.schedule import ScaledSchedule
 from sr.train.step import TrainStep, all_finite, clip_by_global_norm
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
@@ -37,19 +39,6 @@ TERMS = ("l1", "perceptual", "gan", "d_real_loss", "d_fake_loss", "d_real", "d_f
 """What :class:`GANStep` records each step (batch means): the generator's unweighted L1,
 perceptual and GAN terms, the discriminator's two cross-entropies, and its mean logit on the HR
 (``D(real)``) and on the SR (``D(fake)``)."""
-
-
-class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
-    """A constant learning rate times the divergence guard's factor (``lr_scale``)."""
-
-    def __init__(self, rate: float, scale: tf.Variable):
-        self.rate, self.scale = float(rate), scale
-
-    def __call__(self, step):
-        return self.rate * tf.cast(self.scale, tf.float32)
-
-    def get_config(self):
-        return {"rate": self.rate}
 
 
 class TermWindow:
@@ -158,14 +147,14 @@ class AdversarialTraining:
         lr_scale: the divergence guard's learning-rate factor (scales the discriminator's rate
             too).
 
-    The rule of ``checkpoints/best`` (:attr:`best_metric`): the lowest NIQE of the validation SR
+    The rule of ``checkpoints/best`` (:attr:`best`): the lowest NIQE of the validation SR
     (``sr.metrics.niqe``, of the averaged weights with ``train.ema``), as a GAN trades
     PSNR for texture. The guard judges the pixel loss, the discriminator's loss (its collapse
     and its explosion, :meth:`judge`) and the validation PSNR against the stage's start, not
     the best so far (:attr:`psnr_reference`: ``start``; ``train.guard_gan_val_drop``).
     """
 
-    best_metric = "niqe"
+    best = NIQE
     psnr_reference = "start"
 
     def __init__(self, cfg, loss: RealESRGANLoss, channels: int, mixed: bool, lr_scale):
@@ -179,7 +168,7 @@ class AdversarialTraining:
             channels=channels, features=int(d.features), skip_connection=bool(d.skip_connection)
         )
         optimizer = keras.optimizers.Adam(
-            ScaledRate(float(d.lr), lr_scale), beta_1=float(d.beta_1), beta_2=float(d.beta_2)
+            ScaledSchedule(float(d.lr), lr_scale), beta_1=float(d.beta_1), beta_2=float(d.beta_2)
         )
         self.d_optimizer = keras.optimizers.LossScaleOptimizer(optimizer) if mixed else optimizer
         self.d_optimizer.build(self.discriminator.trainable_variables)

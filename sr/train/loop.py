@@ -161,7 +161,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.val_files = loader.val_files if self.chief else []
         self.validator = Validator(
             loader, model, self.optimizer, self.ema is not None, self.writer,
-            cfg.train.val_images, with_niqe=self.part.best_metric == "niqe",
+            cfg.train.val_images, with_niqe=self.part.best.monitor == "niqe",
         )  # fmt: skip
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)
@@ -280,6 +280,10 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 self.loader.share((self.pipeline, pipelines)),
             )
         iterator = iter(self.loader.dataset(start=step * self.local_replicas, context=context))
+        # the device stage's state (degradation.pool_size on the accelerator), with the position
+        pool = self.loader.device_state(self.strategy, self.stream_checkpoint)
+        if pool is not None:
+            self.data_state.pool = pool
         if self.loader.checkpoint_iterator:
             self.data_state.iterator = iterator
             if self.stream_checkpoint:

@@ -23,14 +23,25 @@ class WarmupAverage:
     averages over about the last (10 + n) / 9 steps until the decay reaches its value (n = 8,990
     for 0.999), then over the last 1 / (1 - decay).
 
+    ``ema_warmup=False`` (``train.ema_warmup=false``) keeps the decay fixed from the first
+    update, as BasicSR's ``model_ema(decay=0.999)`` of Real-ESRGAN's recipes
+    (``basicsr/models/base_model.py``). One difference stays: BasicSR's average starts from the
+    weights before the first update, Keras's is the weights after it (Keras 3's rule for the
+    first update), so the two averages differ by ``decay^n`` times one update.
+
     Mixed into a Keras optimizer class (first base); :attr:`averages` holds the averages once
     built, one per variable of ``build``'s list and in its order."""
 
     averages: list | None = None
 
+    def __init__(self, *args, ema_warmup: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)  # Keras's first: it guards its attributes
+        self._ema_warmup = bool(ema_warmup)
+
     @property
     def ema_momentum(self):
-        if not getattr(self, "built", False):  # Keras's __init__: no iterations yet
+        fixed = not getattr(self, "_ema_warmup", True)
+        if fixed or not getattr(self, "built", False):  # Keras's __init__: no iterations yet
             return self._ema_decay
         n = keras.ops.cast(self.iterations, "float32")
         return keras.ops.minimum(self._ema_decay, (1.0 + n) / (10.0 + n))
@@ -48,7 +59,11 @@ class WarmupAverage:
         return created
 
     def get_config(self):
-        return {**super().get_config(), "ema_momentum": self._ema_decay}
+        return {
+            **super().get_config(),
+            "ema_momentum": self._ema_decay,
+            "ema_warmup": self._ema_warmup,
+        }
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -74,11 +89,16 @@ class OptimizerChoice:
     def arguments(self) -> dict:
         return {"beta_1": self.beta_1, "beta_2": self.beta_2}
 
-    def make(self, schedule, ema: float | None) -> keras.optimizers.Optimizer:
-        """The Keras optimizer on ``schedule``; with ``ema`` (a decay) it keeps the averages."""
+    def make(
+        self, schedule, ema: float | None, ema_warmup: bool = True
+    ) -> keras.optimizers.Optimizer:
+        """The Keras optimizer on ``schedule``; with ``ema`` (a decay) it keeps the averages,
+        whose decay warms up unless ``ema_warmup`` is false (:class:`WarmupAverage`)."""
         if ema is None:
             return self.plain(schedule, **self.arguments())
-        return self.averaging(schedule, **self.arguments(), use_ema=True, ema_momentum=ema)
+        return self.averaging(
+            schedule, **self.arguments(), use_ema=True, ema_momentum=ema, ema_warmup=ema_warmup
+        )
 
     def describe(self) -> str:
         """``adamw(beta_1=0.9, beta_2=0.999, weight_decay=0.004)`` (TensorBoard HParams)."""
@@ -120,7 +140,8 @@ def make_optimizer(
     :class:`WarmupAverage`): after each applied update, ``average = d average + (1 - d) weight``
     (``average = weight`` after the first) with ``d = min(D, (1 + n) / (10 + n))``, n the updates
     before it; the weight averaging of BasicSR's recipes (``ema_decay``, 0.999) with
-    TensorFlow's warm-up. A step skipped for non-finite gradients (``train.on_nonfinite=skip``,
+    TensorFlow's warm-up, or with ``train.ema_warmup=false`` ``d = D`` from the first update,
+    as BasicSR. A step skipped for non-finite gradients (``train.on_nonfinite=skip``,
     loss scaling) leaves the average as it is. :func:`ema_variables` gives the averages.
 
     With ``mixed`` (``train.precision=float16`` in force: :mod:`sr.train.precision`) it is
@@ -130,7 +151,9 @@ def make_optimizer(
     if schedule is None:
         schedule = train_schedule(cfg, progress)
     ema = cfg.train.get("ema")
-    opt = optimizer_choice(cfg).make(schedule, None if ema is None else float(ema))
+    opt = optimizer_choice(cfg).make(
+        schedule, None if ema is None else float(ema), bool(cfg.train.get("ema_warmup", True))
+    )
     return keras.optimizers.LossScaleOptimizer(opt) if mixed else opt
 
 

@@ -6,10 +6,12 @@ the discriminator together, so that :mod:`sr.train.loop` names none of them."""
 from __future__ import annotations
 
 import logging
+from typing import Protocol, runtime_checkable
 
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
+from sr.train.best import BestRule
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.perceptual import PerceptualTraining
@@ -19,7 +21,56 @@ from sr.train.step import PixelTraining
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
 
-def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable):
+@runtime_checkable
+class TrainingPart(Protocol):
+    """What the trainer (``sr.train.loop``, ``rollback``, ``saving``, ``report``) asks of a way of
+    training; :func:`training_part` returns one. A new way of training implements every member
+    (``tests/test_parts.py`` checks each part against this list).
+
+    Attributes:
+        best: the rule of ``checkpoints/best`` (``sr.train.best.PSNR`` or ``NIQE``).
+        psnr_reference: what a validation collapse is judged against: ``best`` (the best
+            validation PSNR so far, ``train.guard_val_drop``) or ``start`` (the stage's start,
+            its ``train.init_from`` weights, ``train.guard_gan_val_drop``).
+    """
+
+    best: BestRule
+    psnr_reference: str
+
+    def checkpoint_parts(self) -> dict:
+        """Trackables added to every checkpoint (``{"discriminator": ..., ...}``)."""
+        ...
+
+    def variables(self) -> list:
+        """Variables checked finite before every save, beside the model's."""
+        ...
+
+    def make_step(self, *args, **kwargs):
+        """The ``sr.train.step.TrainStep`` (or subclass) of the run, with its arguments."""
+        ...
+
+    def log_window(self, step: int, writer) -> None:
+        """The part's log line and TensorBoard scalars of the steps since the last call."""
+        ...
+
+    def judge(self, step: int) -> str | None:
+        """The part's own guard verdict at a log step (its reason), or None."""
+        ...
+
+    def advice(self, reason: str) -> str | None:
+        """The keys to change after the guard stopped the run for ``reason``, or None."""
+        ...
+
+    def forget(self) -> None:
+        """Drop what the diverged steps left (after a rollback)."""
+        ...
+
+    def describe(self) -> str:
+        """The discriminator, as the run's summary names it (``none`` without one)."""
+        ...
+
+
+def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable) -> TrainingPart:
     """The trainer's part for ``cfg`` and its ``loss`` (built in the strategy's scope):
 
     - no discriminator, a pixel loss (``l1``, ``l2``, ...): :class:`sr.train.step.PixelTraining`;

@@ -16,6 +16,7 @@ import logging
 
 import tensorflow as tf
 
+from sr.train.best import NIQE, PSNR
 from sr.train.gan import TermWindow
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.step import TrainStep
@@ -71,8 +72,10 @@ class PerceptualTraining:
 
     With a perceptual term (``loss.perceptual_weight > 0``), the rules are the GAN stage's: the
     term trades PSNR for texture, so ``checkpoints/best`` keeps the lowest NIQE of the
-    validation SR (:attr:`best_metric`) and the guard does not judge the validation PSNR
-    (:attr:`judges_psnr`); with none, the pixel loss's (the highest PSNR, judged).
+    validation SR (:attr:`best`) and the guard judges the validation PSNR against the stage's
+    start, not the best so far (:attr:`psnr_reference`: ``start``, as the GAN stage's,
+    ``train.guard_gan_val_drop``); with none, the pixel loss's (the highest PSNR, judged against
+    the best so far).
 
     Raises:
         ConfigError: the VGG19 weights file is missing or not VGG19's (from ``loss.build()``).
@@ -82,8 +85,8 @@ class PerceptualTraining:
         loss.build()
         self.loss = loss
         perceptual = loss.perceptual_weight > 0
-        self.best_metric = "niqe" if perceptual else "psnr"
-        self.judges_psnr = not perceptual
+        self.best = NIQE if perceptual else PSNR
+        self.psnr_reference = "start" if perceptual else "best"
         self.terms = TermWindow(TERMS)  # here, in the strategy's scope
         self.step: PerceptualStep | None = None
         log.info("L1 + perceptual training without a discriminator: loss %s", loss.describe())
@@ -113,6 +116,10 @@ class PerceptualTraining:
 
     def judge(self, step: int) -> str | None:
         """No rule beyond the guard's own: None."""
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """No advice beyond the trainer's (``train.lr``): None."""
         return None
 
     def forget(self) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from sr.train import distribute
+from sr.train.best import PSNR, BestRule
 from sr.train.checkpoint import BEST_RECORD, best_dir, checkpoint_step, read_best
 from sr.train.guard import DivergenceError
 from sr.train.validation import ValidationError
@@ -190,13 +191,14 @@ class GuardPolicy:
 
     def keep_best(self, res: dict, cluster: bool) -> None:
         """Save ``checkpoints/best`` when this validation is the best so far by the part's rule
-        (``self.part.best_metric``: the highest PSNR, or for the GAN stage the lowest NIQE; of
+        (``self.part.best``, a ``sr.train.best.BestRule``: the highest PSNR, or the lowest NIQE; of
         the averaged weights with ``train.ema``, as evaluate.py scores by default), with
         ``best.json`` beside it; every worker saves (a collective), the chief keeps it."""
-        metric = self.part.best_metric
+        rule = self.part.best
+        metric = rule.monitor
         key = f"ema_{metric}" if self.ema is not None else metric
         value = res.get(key, math.nan) if res else math.nan
-        score = -value if metric == "niqe" else value  # higher is better
+        score = rule.score(value)  # higher is better
         better = score > self.best_score  # False for NaN
         if cluster:
             better = self._any_worker(better)
@@ -213,6 +215,7 @@ class GuardPolicy:
         record = {
             "step": step,
             "metric": metric,
+            "mode": rule.mode,
             metric: value,
             "psnr": res[psnr_key],
             "weights": "ema" if self.ema is not None else "live",
@@ -233,5 +236,8 @@ class GuardPolicy:
         if record is not None:
             metric = record.get("metric", "psnr")  # runs saved before GAN runs: PSNR
             value = float(record.get(metric, record["psnr"]))
-            self.best_score = -value if metric == "niqe" else value
+            # the record's own rule (saved since the mode was), else the part's of its metric
+            mode = record.get("mode") or (self.part.best.mode if metric == self.part.best.monitor
+                                          else PSNR.mode)  # fmt: skip
+            self.best_score = BestRule(metric, mode).score(value)
             self.guard.best_psnr = float(record.get("live_psnr", record["psnr"]))

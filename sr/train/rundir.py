@@ -187,6 +187,7 @@ RUN_KEY_DEFAULTS = {
     "data.channels": "y",
     "degradation._target_": "sr.degradations.Bicubic",
     "discriminator.explode_loss": 100.0,
+    "discriminator.init_from": None,
 }
 ABSENT = "<absent>"
 

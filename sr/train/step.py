@@ -7,6 +7,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from sr.train.best import PSNR
+
 
 def all_finite(variables) -> tf.Tensor:
     """bool scalar: every float value of ``variables`` is finite (one reduction per variable)."""
@@ -201,10 +203,10 @@ class PixelTraining:
     the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.parts.training_part`);
     :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
 
-    ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best_metric`), and the guard
+    ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best`), and the guard
     judges the validation PSNR against the best so far (:attr:`psnr_reference`)."""
 
-    best_metric = "psnr"
+    best = PSNR
     psnr_reference = "best"
 
     def checkpoint_parts(self) -> dict:

@@ -1,0 +1,81 @@
+"""The one path from a data source to training batches (:func:`pairs_dataset`): the source's
+uint8 patch batches -> its pair stage (``PatchSource.to_pairs``) in order -> the training-pair
+pool of ``degradation.pool_size`` (``sr.data.pair_pool``) -> the tf.data service
+(``data.service``) -> prefetch, on the pipeline's own threads (:func:`pipeline_threads`).
+``sr.data.source`` re-exports both."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from sr.data import pair_pool
+
+
+def pipeline_threads(threads: int | None) -> int:
+    """The size of the input pipeline's own thread pool (``data.threads``; 0: TensorFlow's shared
+    pools). ``None``: 0 where a GPU is visible, else one thread per four cores, at least one: on a
+    CPU the step's kernels take every core, and pipeline threads waking beside them delay its next
+    batch (``docs/performance.md``, "Data-wait in the training log"). Same batches either way."""
+    if threads is None and not tf.config.list_physical_devices("GPU"):
+        cores = getattr(os, "sched_getaffinity", lambda _: range(os.cpu_count() or 1))(0)
+        return max(1, len(cores) // 4)
+    return threads or 0
+
+
+def pairs_dataset(
+    source, start: int = 0, context: tf.distribute.InputContext | None = None
+) -> tf.data.Dataset:
+    """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
+    ``source.to_pairs`` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's number
+    (``start``, ``start + 1``, ...) -> (the pair pool of ``degradation.pool_size``,
+    ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch, on
+    :func:`pipeline_threads` threads.
+
+    Args:
+        source: a prepared source (``sr.data.source.PatchSource``).
+        start: the first batch's number.
+        context: the ``tf.distribute.InputContext`` of this input pipeline (from
+            ``strategy.distribute_datasets_from_function``): batches are then a replica's share
+            of the global ``batch_size``, and the pipeline reads its own share of the data. None:
+            one pipeline, global batches.
+
+    Returns:
+        Endless ``tf.data.Dataset`` of ``(lr, hr)``: float32 ``[B, P/s, P/s, 1]`` and
+        ``[B, P, P, 1]`` in [0, 1] (see the module docstring).
+
+    Raises:
+        ImageFolderError: if the image folder is missing or holds no usable image.
+    """
+    if context is None:
+        batch, pipeline = source.batch_size, (0, 1)
+    else:
+        batch = context.get_per_replica_batch_size(source.batch_size)
+        pipeline = (context.input_pipeline_id, context.num_input_pipelines)
+
+    def pairs() -> tf.data.Dataset:
+        # degradation.pool_size in the input pipeline: batches replayed to rebuild the pool
+        first, full = pair_pool.replay_from(source, start, batch, pipeline[0])
+        ds = source.patch_dataset(first, batch, pipeline).enumerate(first)
+        # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
+        # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
+        # work per batch: an ordered map costs no throughput)
+        ds = ds.map(
+            lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        return pair_pool.pooled_pairs(source, ds, first, full, start, batch, pipeline[0])
+
+    if source.service:  # every worker draws its own read shuffles (service.unseeded)
+        from sr.data import service
+
+        ds = service.distribute(service.unseeded(pairs), source.service)
+    else:
+        ds = pairs()
+    options = tf.data.Options()
+    options.deterministic = source.deterministic
+    if threads := pipeline_threads(source.threads):
+        options.threading.private_threadpool_size = threads
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
