@@ -151,8 +151,8 @@ def cosine(a, b) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
-@pytest.mark.slow  # 13 s, 25 s with XLA on a loaded 2-core CPU (tracing, compiling)
-@pytest.mark.parametrize("xla", [False, True])
+# 2.7 s; with XLA 4 s on a 2-core CPU, 25 s when it is loaded (compiling): marked slow
+@pytest.mark.parametrize("xla", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_bfloat16_step_computes_the_float32_step_in_bfloat16(policy, xla):
     """The same weights and batch: under mixed_bfloat16 the variables stay float32, the SR is
     float32, the loss (float32) agrees with float32's within bfloat16's rounding (8 bits of
@@ -195,7 +195,6 @@ def gan_parts(policy_name: str, weights=None):
     return g, d, vgg
 
 
-@pytest.mark.slow  # 19 s on a loaded 2-core CPU
 def test_the_gan_step_under_bfloat16(policy):
     """Real-ESRGAN's GAN step (L1, a VGG perceptual term, the GAN terms) under mixed_bfloat16:
     the discriminator's spectral norm keeps its float32 ``weight_u`` / ``weight_v`` (read
