@@ -9,7 +9,8 @@ the key and the devices the strategy trains on, set before any model is built.
   ``/proc/cpuinfo``) show ``amx_bf16`` (Intel AMX, Sapphire Rapids and later) or
   ``avx512_bf16`` (Cooper Lake, Zen 4 and later), which TensorFlow's oneDNN kernels use for
   convolutions and matrix products. Elsewhere it falls back to float32 with one warning that
-  names what is missing (a CPU without these flags emulates bfloat16, slower than float32).
+  names what is missing (a CPU without these flags emulates bfloat16, slower than float32);
+  where the flags cannot be read (not Linux), bfloat16 is used as asked.
 - ``float16``: Keras's ``mixed_float16`` on a GPU, with loss scaling (Keras's
   ``LossScaleOptimizer``, :func:`sr.train.optimizers.make_optimizer`): float16's range is too
   small for the gradients otherwise (Micikevicius et al., "Mixed Precision Training", ICLR
