@@ -293,7 +293,8 @@ def init_from_choice(value) -> tuple[Path, str | None]:
     ``best`` is damaged); ``checkpoint`` as :func:`find_checkpoint` takes it."""
     path = Path(value).expanduser()
     name = path.name
-    if path.parent.name == CHECKPOINT_DIR and (name in (BEST_DIR, "last") or _CKPT.fullmatch(name)):
+    named = name in (BEST_DIR, "last") or _CKPT.fullmatch(name)
+    if path.parent.name == CHECKPOINT_DIR and named:
         return path.parent.parent, name
     return path, None
 
