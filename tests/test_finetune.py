@@ -35,8 +35,12 @@ def test_the_official_settings(compose):
     assert (loss.l1_gt_usm, loss.percep_gt_usm, loss.gan_gt_usm) == (True, True, False)
     assert (cfg.optimizer.beta_1, cfg.optimizer.beta_2, cfg.train.lr) == (0.9, 0.99, 1e-4)
     assert (cfg.train.lr_schedule, cfg.train.steps, cfg.train.ema) == ("constant", 400000, 0.999)
+    # use_hflip without use_rot, queue_size 180, EMA without warm-up, no guard (issue 35)
+    assert (cfg.data.flips, cfg.degradation.pool_size, cfg.degradation.margin) == ("h", 180, 36)
+    assert (cfg.train.ema_warmup, cfg.train.guard) == (False, False)
     cpu = compose("experiment=finetune_realesrgan_x4plus_cpu")
     assert (cpu.data.patch_size, cpu.data.batch_size, cpu.train.max_minutes) == (64, 4, 30)
+    assert cpu.degradation.margin is None and cpu.degradation.pool_size == 180
     assert dict(cpu.model) == dict(cfg.model) and cpu.discriminator == cfg.discriminator
 
 

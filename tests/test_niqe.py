@@ -71,8 +71,9 @@ def test_the_shipped_pristine_model():
     x = np.arange(-3, 4)
     g = np.exp(-(x**2) / (2 * (7 / 6) ** 2))
     assert np.allclose(window, np.outer(g, g) / np.outer(g, g).sum(), rtol=0, atol=1e-15)
-    shipped = ROOT / "sr" / "core" / niqe_module.PRISTINE_FILE
-    assert f'"sr.core" = ["{niqe_module.PRISTINE_FILE}"]' in (ROOT / "pyproject.toml").read_text()
+    shipped = ROOT / "sr" / "metrics" / niqe_module.PRISTINE_FILE
+    package_data = f'"sr.metrics" = ["{niqe_module.PRISTINE_FILE}"]'
+    assert package_data in (ROOT / "pyproject.toml").read_text()
     reference = SHARED.parent / "references" / "niqe" / niqe_module.PRISTINE_FILE
     if reference.is_file():  # the copy shipped is the reference's data, byte for byte
         assert shipped.read_bytes() == reference.read_bytes()

@@ -312,8 +312,10 @@ def device_pool_state(source, strategy, checkpoint: str | None):
     if not pool_size(source) or not on_device(source):
         return None
     if source.device_pool is None:
-        several = strategy.num_replicas_in_sync > 1
-        devices = list(strategy.extended.worker_devices) if several else None
+        try:  # the local replicas' devices (one_device's too); the default strategy has none
+            devices = list(strategy.extended.worker_devices)
+        except RuntimeError:
+            devices = None
         shapes, grid = pair_layout(source)
         source.device_pool = DevicePool(pool_size(source), shapes, grid, devices)
     pool = source.device_pool
