@@ -368,10 +368,13 @@ def test_paper_parameters_are_the_projects_config():
     cfg = OmegaConf.to_container(compose("degradation=realesrgan").degradation)
     assert cfg.pop("_target_") == "sr.degradations.realesrgan.RealESRGAN"
     # how the graph runs, not what it draws: the official options sharpen the target (gt_usm)
-    assert {k: cfg.pop(k) for k in ("gt_usm", "device", "jpeg")} == {
+    # (and the crop's margin and the pair pool: around the degradation, not in it)
+    assert {k: cfg.pop(k) for k in ("gt_usm", "device", "jpeg", "margin", "pool_size")} == {
         "gt_usm": True,
         "device": "input",
         "jpeg": "auto",
+        "margin": None,
+        "pool_size": 0,
     }
     as_lists = {k: list(v) if isinstance(v, tuple) else v for k, v in ref.PAPER.items()}
     assert cfg == as_lists
