@@ -150,7 +150,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.saved_steps: list[int] = []  # steps saved in the rotation (rollback targets)
         with self.strategy.scope():
             self._build_optimizer(mixed)
-        # the validation rule's reference: the best so far, or the GAN stage's start
+        # the validation rule's reference: the best so far, or the stage's start (the part's)
         self.guard.reference_rule = self.part.psnr_reference
         self._build_managers()
         self.writer = (
@@ -312,7 +312,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             ValidationError: a validation image failed; the step's checkpoint is saved first.
         """
         timer = StepTimer(self.cfg.data.batch_size)
-        self.measure_stage_start()  # the GAN stage's reference PSNR, before its first step
+        self.measure_stage_start()  # the stage's start PSNR, where the part judges by it
         self.iterator = self.data_iterator()
         log.info(
             "training %s for %d steps from step %d (data=%s, global batch %d, %s)",
