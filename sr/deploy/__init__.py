@@ -1,8 +1,10 @@
 """Exports of a trained model for serving (``export``: SavedModel, TFLite float and int8, ONNX,
-each written atomically with an ``export.json`` record and checked against Keras before it is
-published; ``Exported`` runs one back) and the runtimes that open them (``runtimes``: LiteRT and
-ONNX Runtime, refusing a missing or damaged file). The ``[export]`` extra provides the
-converters and runtimes."""
+each checked against Keras before it is published; ``Exported`` runs one back; ``pytorch``: the
+reference state dict as ``.safetensors``), the one writer of an export folder (``publish``:
+staged beside it with its ``export.json`` record and renamed when complete, so that a failed
+export leaves nothing) and the runtimes that open them (``runtimes``: LiteRT and ONNX Runtime,
+refusing a missing or damaged file). The ``[export]`` extra provides the converters and
+runtimes."""
 
 from sr.deploy.export import (
     DEFAULT_SIZE,
@@ -11,7 +13,6 @@ from sr.deploy.export import (
     ExportCheckError,
     Exported,
     MissingExtraError,
-    check_out,
     check_request,
     export_model,
     psnr_float,
@@ -19,6 +20,7 @@ from sr.deploy.export import (
     to_onnx,
     windows,
 )
+from sr.deploy.publish import check_out, write_export
 
 __all__ = [
     "DEFAULT_SIZE",
@@ -34,4 +36,5 @@ __all__ = [
     "require",
     "to_onnx",
     "windows",
+    "write_export",
 ]

@@ -24,7 +24,6 @@ extra (:data:`EXTRA`); a missing one is :class:`MissingExtraError`, raised befor
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import shutil
@@ -37,6 +36,7 @@ import tensorflow as tf
 
 from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
+from sr.deploy.publish import RECORD, write_export
 from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
 from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
@@ -202,39 +202,6 @@ def check(keras_model, exported, image: np.ndarray) -> float:
     return psnr_float(exported(image, training=False).numpy(), expected)
 
 
-def check_out(out) -> Path:
-    """``out`` as a Path, if it can be an export folder: absent, or an empty folder.
-
-    Raises:
-        ValueError: if ``out`` exists and is not an empty folder (never overwritten).
-    """
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"output {out} already exists and is not empty: pick a new folder")
-    return out
-
-
-def staging(out: Path) -> Path:
-    """An empty folder beside ``out`` to write an export into before renaming it to ``out``.
-
-    Raises:
-        ValueError: as :func:`check_out`.
-    """
-    out = check_out(out)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
-
-
-def publish(tmp: Path, out: Path) -> Path:
-    """Rename the finished ``tmp`` folder to ``out`` (an empty ``out`` is replaced)."""
-    if out.is_dir():
-        out.rmdir()
-    tmp.replace(out)
-    return out
-
-
 def export_model(
     model: keras.Model,
     out,
@@ -274,17 +241,12 @@ def export_model(
     """
     check_request(fmt, quantize, calibration, size)
     require(fmt)
-    out = Path(out)
-    tmp = staging(out)
-    try:
-        record = _write(reparameterize(model), tmp, fmt, scale, size, quantize, calibration)
-        record["source"] = source or {}
-        (tmp / "export.json").write_text(json.dumps(record, indent=2) + "\n")
-        publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return record
+
+    def write(folder: Path) -> dict:
+        record = _write(reparameterize(model), folder, fmt, scale, size, quantize, calibration)
+        return record | {"source": source or {}}
+
+    return write_export(out, write)
 
 
 def check_request(fmt: str, quantize: str | None, calibration, size: int) -> None:
@@ -405,7 +367,7 @@ def read_record(folder) -> dict:
         RunFileError: for an ``export.json`` that is truncated, malformed or lacks a key of
             :data:`RECORD_KEYS` (and ``overlap``, for a TFLite or ONNX export).
     """
-    meta = Path(folder) / "export.json"
+    meta = Path(folder) / RECORD
     if not meta.is_file():
         raise ValueError(
             f"{folder} is not an export of scripts/export.py ({meta} is missing): "

@@ -16,7 +16,6 @@ and hyperparameters; a failed check leaves nothing.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import keras
@@ -24,7 +23,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sr.core.weightfiles import read_weights
-from sr.deploy.export import ExportCheckError, check_out, publish, staging
+from sr.deploy.export import ExportCheckError
+from sr.deploy.publish import check_out, write_export
 from sr.models.state_dicts import found_from_config, save_file
 
 STATE_DICT = "safetensors"  # the --format of export.py that writes PyTorch weights
@@ -64,11 +64,11 @@ def export_state_dict(model: keras.Model, cfg: DictConfig, out, source: dict) ->
         "channels": channels,
         "source": json.dumps(source, sort_keys=True),
     }
-    tmp = staging(out)
-    try:
-        path = save_file(tmp / FILE, model, layout, found, metadata)
+
+    def write(folder: Path) -> dict:
+        path = save_file(folder / FILE, model, layout, found, metadata)
         tensors = check_round_trip(path, layout.dump(model, found))
-        record = {
+        return {
             "format": STATE_DICT,
             "file": FILE,
             "arch": found.arch,
@@ -78,12 +78,8 @@ def export_state_dict(model: keras.Model, cfg: DictConfig, out, source: dict) ->
             "check": {"round_trip": "identical", "tensors": tensors},
             "source": source,
         }
-        (tmp / "export.json").write_text(json.dumps(record, indent=2) + "\n")
-        publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return record
+
+    return write_export(out, write)
 
 
 def check_round_trip(path: Path, state: dict[str, np.ndarray]) -> int:
