@@ -35,6 +35,7 @@ from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
+    build_generator,
     check_keys,
     conv_in,
     conv_out,
@@ -121,8 +122,7 @@ def detect(state: State) -> Found | None:
 
 def build(found: Found) -> keras.Model:
     """The Keras model of ``found`` (:func:`sr.models.build_compact`)."""
-    keys = {k: v for k, v in found.model.items() if k != "_target_"}
-    return build_compact(scale=found.scale, channels=found.channels, **keys)
+    return build_generator(build_compact, found)
 
 
 def _parts(found: Found) -> tuple[int, int, int, int]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from sr.models.edsr import build_edsr
 from sr.models.state_dicts import pairs
-from sr.models.state_dicts.base import Found, State, StateDictError
+from sr.models.state_dicts.base import Found, State, StateDictError, build_generator
 
 arch = "edsr_baseline"
 kind = "generator"
@@ -86,8 +86,7 @@ def detect(state: State) -> Found | None:
 
 def build(found: Found) -> keras.Model:
     """``sr.models.build_edsr`` of ``found`` (input and output in [0, 1])."""
-    keys = {k: v for k, v in found.model.items() if k != "_target_"}
-    return build_edsr(scale=found.scale, channels=found.channels, **keys)
+    return build_generator(build_edsr, found)
 
 
 def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:
@@ -95,14 +94,7 @@ def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:
     names = ["conv_first"]
     names += [f"body.{b}.conv{i}" for b in range(blocks) for i in (1, 2)]
     names += ["conv_after_body", "upsample.0", "upsample.2", "conv_last"]
-    convs = dict(zip(names, pairs.layers_of(model, (keras.layers.Conv2D,), arch, len(names))))
-    slots = []
-    for name, layer in convs.items():
-        conv = pairs.conv2d(name, layer)
-        if name.startswith("upsample."):  # a pixel shuffle of 2 on the features follows
-            conv = pairs.shuffled(conv, int(layer.kernel.shape[-1]) // 4, 2)
-        slots += conv
-    return slots
+    return pairs.conv_slots(model, names, arch, {"upsample.0": 2, "upsample.2": 2})
 
 
 def load(model: keras.Model, state: State, found: Found) -> None:
@@ -129,13 +121,12 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
     for key in ("bicubic_skip", "direct_upsample"):
         if m.get(key):
             faults.append(f"model.{key}=true (not in BasicSR's EDSR)")
-    if found.scale != 4:
-        faults.append(f"scale {found.scale} (only x4 is supported)")
-    if faults:
-        raise StateDictError(
-            "this EDSR cannot be written as BasicSR's, which would compute other pixels: "
-            + "; ".join(faults)
-            + ". Train model=edsr_baseline with model.norm=div2k_mean model.img_range=255 and "
-            "data.channels=3 to export to PyTorch"
-        )
+    pairs.refuse_unwritable(
+        found,
+        faults,
+        "EDSR",
+        "BasicSR's",
+        "Train model=edsr_baseline with model.norm=div2k_mean model.img_range=255 and "
+        "data.channels=3 to export to PyTorch",
+    )
     return pairs.dump(_slots(model, int(m["blocks"])))

@@ -1,7 +1,9 @@
 """The pairing of a Keras model's variables with a state dict's keys, shared by the layouts of
 ``span``, ``edsr_baseline`` and ``rlfn``: each layout lists its slots (a key, the variable it
-sets, the conversions both ways), and this module checks a state dict against them before
-anything is set, loads and dumps.
+sets, the conversions both ways; :func:`conv_slots` for a model's plain convs), and this
+module checks a state dict against them before anything is set, loads and dumps, and refuses
+to dump a model the reference network would compute other pixels with
+(:func:`refuse_unwritable`).
 
 The slots of a model come from its layers in the order the builder creates them
 (``model.layers`` of a functional model), each one's shape checked, so that a model that is
@@ -16,7 +18,14 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from sr.models.state_dicts.base import StateDictError, check_keys, conv_in, conv_out, shuffle_order
+from sr.models.state_dicts.base import (
+    Found,
+    StateDictError,
+    check_keys,
+    conv_in,
+    conv_out,
+    shuffle_order,
+)
 
 SHOWN = 6  # keys named per kind of fault in a message
 
@@ -110,30 +119,27 @@ def layers_of(model: keras.Model, types: tuple, arch: str, count: int) -> list:
     return found
 
 
-def check(
-    state: Mapping[str, np.ndarray],
-    slots: list[Slot],
-    arch: str,
-    derived: Mapping[str, tuple[int, ...]] | None = None,
-    optional=(),
-) -> None:
-    """Refuse ``state`` unless it has exactly the slots' keys and the ``derived`` ones (tensors
-    the reference computes from others, such as SPAN's ``eval_conv``), each of its shape, plus
-    any of ``optional``.
+def conv_slots(
+    model: keras.Model, names: list[str], arch: str, shuffles: Mapping[str, int] | None = None
+) -> list[Slot]:
+    """The slots of every ``keras.layers.Conv2D`` of ``model``, in the builder's order, as
+    PyTorch's ``Conv2d`` at the prefixes ``names`` (:func:`conv2d`); a conv whose prefix is in
+    ``shuffles`` feeds a pixel shuffle of that factor, its output channels reordered
+    (:func:`shuffled`, on its output channels over the factor squared).
 
     Raises:
-        StateDictError: naming the missing, extra and misshapen keys (the first few of each)
-            and, for a misshapen key, both shapes; also if the model's own variables do not
-            have the slots' shapes.
+        StateDictError: if the model has another number of Conv2D layers than ``names``
+            (:func:`layers_of`).
     """
-    for s in slots:
-        if tuple(s.to_torch(np.zeros(s.variable.shape, np.float32)).shape) != s.shape:
-            raise StateDictError(f"{arch}: the Keras variable of {s.key} is not {s.shape}")
-    want = {s.key: s.shape for s in slots} | dict(derived or {})
-    check_keys(
-        state, want, f"the {arch} model", "Use the file the model came from, or one saved by the "
-        "reference code of the same architecture and size", ignore=optional,
-    )  # fmt: skip
+    shuffles = shuffles or {}
+    slots = []
+    for name, layer in zip(names, layers_of(model, (keras.layers.Conv2D,), arch, len(names))):
+        conv = conv2d(name, layer)
+        if name in shuffles:
+            factor = shuffles[name]
+            conv = shuffled(conv, int(layer.kernel.shape[-1]) // factor**2, factor)
+        slots += conv
+    return slots
 
 
 def load(
@@ -143,13 +149,24 @@ def load(
     derived: Mapping[str, tuple[int, ...]] | None = None,
     optional=(),
 ) -> None:
-    """Set every slot's variable from ``state`` (cast to float32), after :func:`check` (same
-    arguments): nothing is set if any key is missing, extra or misshapen.
+    """Set every slot's variable from ``state`` (cast to float32), once ``state`` is checked:
+    it must hold exactly the slots' keys and the ``derived`` ones (tensors the reference
+    computes from others, such as SPAN's ``eval_conv``), each of its shape, plus any of
+    ``optional``, every tensor finite; nothing is set otherwise.
 
     Raises:
-        StateDictError: as :func:`check`, or for a tensor that is not finite.
+        StateDictError: naming the missing, extra and misshapen keys (the first few of each)
+            and, for a misshapen key, both shapes; if the model's own variables do not have
+            the slots' shapes; or for a tensor that is not finite.
     """
-    check(state, slots, arch, derived, optional)
+    for s in slots:
+        if tuple(s.to_torch(np.zeros(s.variable.shape, np.float32)).shape) != s.shape:
+            raise StateDictError(f"{arch}: the Keras variable of {s.key} is not {s.shape}")
+    want = {s.key: s.shape for s in slots} | dict(derived or {})
+    check_keys(
+        state, want, f"the {arch} model", "Use the file the model came from, or one saved by the "
+        "reference code of the same architecture and size", ignore=optional,
+    )  # fmt: skip
     values = []
     for s in slots:
         value = np.asarray(state[s.key], dtype=np.float32)
@@ -227,4 +244,32 @@ def only_x4(scale: int, arch: str, evidence: str) -> None:
     if scale != 4:
         raise StateDictError(
             f"a {arch} model of scale {scale} ({evidence}): only x4 models are supported"
+        )
+
+
+def refuse_unwritable(
+    found: Found, faults: list[str], model: str, reference: str, fix: str
+) -> None:
+    """Refuse to write ``found``'s model as the reference state dict when the reference network
+    would compute other pixels with it (the one refusal of the layouts' ``dump``): a scale
+    other than 4 is a fault here, after ``faults``.
+
+    Args:
+        found: the model as configured (``found.scale``).
+        faults: what the reference cannot compute, each a config key and the reference's value
+            (``model.norm=centre (BasicSR: div2k_mean, RGB)``); empty if none.
+        model: the architecture as the message names it (``EDSR``).
+        reference: the reference code (``BasicSR's``, ``the official one``).
+        fix: the config to train with instead, a sentence.
+
+    Raises:
+        StateDictError: ``this <model> cannot be written as <reference>, which would compute
+            other pixels: <faults>. <fix>``, if there is a fault.
+    """
+    if found.scale != 4:
+        faults = [*faults, f"scale {found.scale} (only x4 is supported)"]
+    if faults:
+        raise StateDictError(
+            f"this {model} cannot be written as {reference}, which would compute other pixels: "
+            f"{'; '.join(faults)}. {fix}"
         )

@@ -19,7 +19,7 @@ import numpy as np
 
 from sr.models.rlfn import build_rlfn
 from sr.models.state_dicts import pairs
-from sr.models.state_dicts.base import Found, State, StateDictError
+from sr.models.state_dicts.base import Found, State, StateDictError, build_generator
 
 arch = "rlfn"
 kind = "generator"
@@ -80,8 +80,7 @@ def detect(state: State) -> Found | None:
 
 def build(found: Found) -> keras.Model:
     """``sr.models.build_rlfn`` of ``found`` (input and output in [0, 1])."""
-    keys = {k: v for k, v in found.model.items() if k != "_target_"}
-    return build_rlfn(scale=found.scale, channels=found.channels, **keys)
+    return build_generator(build_rlfn, found)
 
 
 def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:
@@ -89,14 +88,7 @@ def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:
     names = ["conv_1"]
     names += [f"block_{b}.{conv}" for b in range(1, blocks + 1) for conv in BLOCK]
     names += ["conv_2", "upsampler.0"]
-    convs = pairs.layers_of(model, (keras.layers.Conv2D,), arch, len(names))
-    slots = []
-    for name, layer in zip(names, convs):
-        conv = pairs.conv2d(name, layer)
-        if name == "upsampler.0":
-            conv = pairs.shuffled(conv, int(layer.kernel.shape[-1]) // SCALE**2, SCALE)
-        slots += conv
-    return slots
+    return pairs.conv_slots(model, names, arch, {"upsampler.0": SCALE})
 
 
 def load(model: keras.Model, state: State, found: Found) -> None:
@@ -122,12 +114,12 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
         faults.append(f"model.norm={m.get('norm', 'centre')} (the official RLFN: none)")
     if m.get("bicubic_skip"):
         faults.append("model.bicubic_skip=true (not in the official RLFN)")
-    if found.scale != SCALE:
-        faults.append(f"scale {found.scale} (only x4 is supported)")
-    if faults:
-        raise StateDictError(
-            "this RLFN cannot be written as the official one, which would compute other "
-            "pixels: " + "; ".join(faults) + ". Train with model.norm=none (and "
-            "model.img_range=255 for the official [0, 255] convention) to export to PyTorch"
-        )
+    pairs.refuse_unwritable(
+        found,
+        faults,
+        "RLFN",
+        "the official one",
+        "Train with model.norm=none (and model.img_range=255 for the official [0, 255] "
+        "convention) to export to PyTorch",
+    )
     return pairs.dump(_slots(model, int(m["blocks"])))

@@ -29,6 +29,7 @@ from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
+    build_generator,
     check_keys,
     conv_in,
     conv_out,
@@ -147,8 +148,7 @@ def shapes(found: Found) -> dict[str, tuple[int, ...]]:
 
 def build(found: Found) -> keras.Model:
     """:func:`sr.models.build_rrdbnet` of ``found`` at x4."""
-    m = found.model
-    return build_rrdbnet(4, found.channels, m["features"], m["blocks"], m["growth"])
+    return build_generator(build_rrdbnet, found)
 
 
 def check(state: State, found: Found) -> None:

@@ -21,7 +21,13 @@ import numpy as np
 
 from sr.models.span import Conv3XC, build_span
 from sr.models.state_dicts import pairs
-from sr.models.state_dicts.base import Found, State, StateDictError, conv_out
+from sr.models.state_dicts.base import (
+    Found,
+    State,
+    StateDictError,
+    build_generator,
+    conv_out,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +96,7 @@ def detect(state: State) -> Found | None:
 
 def build(found: Found) -> keras.Model:
     """``sr.models.build_span`` of ``found`` (input and output in [0, 1])."""
-    keys = {k: v for k, v in found.model.items() if k != "_target_"}
-    return build_span(scale=found.scale, channels=found.channels, **keys)
+    return build_generator(build_span, found)
 
 
 def _conv3xc(prefix: str, layer: Conv3XC) -> list[pairs.Slot]:
@@ -124,10 +129,7 @@ def _slots(model: keras.Model) -> tuple[list[pairs.Slot], dict[str, tuple[int, .
         c_out, c_in = layer.filters, int(layer.w1.shape[0])
         derived[f"{prefix}.eval_conv.weight"] = (c_out, c_in, 3, 3)
         derived[f"{prefix}.eval_conv.bias"] = (c_out,)
-    convs = pairs.layers_of(model, (keras.layers.Conv2D,), arch, 2)
-    channels = int(convs[1].kernel.shape[-1]) // SCALE**2
-    upsampler = pairs.shuffled(pairs.conv2d("upsampler.0", convs[1]), channels, SCALE)
-    slots += pairs.conv2d("conv_cat", convs[0]) + upsampler
+    slots += pairs.conv_slots(model, ["conv_cat", "upsampler.0"], arch, {"upsampler.0": SCALE})
     return slots, derived
 
 
@@ -212,12 +214,10 @@ def _representable(found: Found) -> None:
         faults.append("model.bicubic_skip=true (the reference has none)")
     if int(m.get("blocks", BLOCKS)) != BLOCKS:
         faults.append(f"model.blocks={m.get('blocks')} (the reference has {BLOCKS})")
-    if found.scale != 4:
-        faults.append(f"scale {found.scale} (only x4 is supported)")
-    if faults:
-        raise StateDictError(
-            "this SPAN cannot be written as the reference's, which would compute other pixels: "
-            + "; ".join(faults)
-            + ". Train with model.norm=div2k_mean model.fuse_silu=true (RGB) to export to "
-            "PyTorch"
-        )
+    pairs.refuse_unwritable(
+        found,
+        faults,
+        "SPAN",
+        "the reference's",
+        "Train with model.norm=div2k_mean model.fuse_silu=true (RGB) to export to PyTorch",
+    )
