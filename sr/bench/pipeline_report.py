@@ -47,6 +47,12 @@ def fmt_ratio(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.0f}"
 
 
+def table_head(head: str) -> list[str]:
+    """A markdown table's header line ``head`` (``| a | b |``) and its separator line
+    (``|---|---|``), one ``---`` per column."""
+    return [head, "|" + "---|" * head.count(" | ") + "---|"]
+
+
 def report(res: dict) -> str:
     """``bench_data.md``: the pipelines table, the decode-bound sweep and the targets."""
     rows, ceiling = res["pipelines"], res["pipelines"]["ceiling"]["median"]
@@ -56,7 +62,7 @@ def report(res: dict) -> str:
         "| first batch s | decodes/patch | KB read/patch | distinct/batch mean (min) "
         "| peak RSS MB | CPU-s/1000 patches |"
     )
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    lines = table_head(head)
     for name, r in rows.items():
         m, b = r["median"], r["batch_size"]
         dist = (
@@ -197,7 +203,7 @@ def report_sequence(res: dict) -> str:
         "| frame decodes/patch | KB read/patch | distinct sequences/batch mean (min) "
         "| peak RSS MB | CPU-s/1000 patches |"
     )
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    lines = table_head(head)
     for name, r in rows.items():
         m = r["median"]
         lines.append(
