@@ -182,9 +182,8 @@ class DivergenceGuard:
         if self.reference_rule == "start":
             return self._stage_validation(step, psnr)
         s = self.settings
-        judged = s.enabled and math.isfinite(self.best_psnr)
-        self.limit = self.validated_step
-        if judged and not (psnr >= self.best_psnr - s.val_drop):  # NaN included
+        self.limit = self.validated_step  # a verdict's rollback: the last accepted validation
+        if self._collapsed(psnr, self.best_psnr, s.val_drop):
             return (
                 f"validation collapse: PSNR {psnr:.2f} dB at step {step} is more than "
                 f"train.guard_val_drop={s.val_drop:g} dB below the best so far, "
@@ -200,9 +199,8 @@ class DivergenceGuard:
         or NaN, is a collapse; a stage whose start was not measured takes its first finite
         validation as the start."""
         s = self.settings
-        judged = s.enabled and math.isfinite(self.start_psnr)
-        self.limit = self.validated_step
-        if judged and not (psnr >= self.start_psnr - s.stage_drop):  # NaN included
+        self.limit = self.validated_step  # a verdict's rollback: the last accepted validation
+        if self._collapsed(psnr, self.start_psnr, s.stage_drop):
             return (
                 f"validation collapse of the GAN stage: PSNR {psnr:.2f} dB at step {step} is "
                 f"more than train.guard_gan_val_drop={s.stage_drop:g} dB below the stage's "
@@ -213,6 +211,12 @@ class DivergenceGuard:
             self.start_psnr = psnr
         self.validated_step = step
         return None
+
+    def _collapsed(self, psnr: float, reference: float, drop: float) -> bool:
+        """The collapse rule of both references: judged once ``reference`` (dB) is known (and
+        the guard on), a ``psnr`` (dB) more than ``drop`` dB below it, or NaN, is a collapse."""
+        judged = self.settings.enabled and math.isfinite(reference)
+        return judged and not (psnr >= reference - drop)  # NaN included
 
     def memory(self) -> list[float]:
         """The references a resumed run judges against: ``[lowest window mean, last window mean
