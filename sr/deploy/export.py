@@ -38,7 +38,7 @@ from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
 from sr.deploy.publish import RECORD, write_export
 from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
-from sr.evaluation import input_channels, prepare
+from sr.evaluation import forward, input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
 from sr.models.span import reparameterize
 
@@ -198,7 +198,7 @@ def onnx_output_rank(path: Path) -> int:
 def check(keras_model, exported, image: np.ndarray) -> float:
     """PSNR (dB, peak 1) of the exported model's output against the Keras model's on ``image``,
     float32 ``[1, h, w, C]`` in [0, 1]."""
-    expected = keras_model(tf.constant(image), training=False).numpy()
+    expected = forward(keras_model)(tf.constant(image)).numpy()
     return psnr_float(exported(image, training=False).numpy(), expected)
 
 
