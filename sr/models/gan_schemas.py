@@ -12,7 +12,17 @@ from pathlib import Path
 
 from sr.core.schema import bounded
 from sr.core.weightfiles import SUFFIXES
-from sr.models.vgg import LAYERS, TORCHVISION_FILE, TORCHVISION_URL, WEIGHTS_FILE
+
+DOWNSAMPLING = 8
+"""The discriminator's three stride-2 convs (``sr.models.discriminator``): the HR patch's H and W
+must be multiples of this (``sr.config.check_adversary``)."""
+
+# The perceptual loss's VGG19 (sr.models.vgg builds it), named here for the checks of its keys.
+# Real-ESRGAN's perceptual layers (BasicSR's names; Keras's are block{i}_conv{j})
+LAYERS = ("conv1_2", "conv2_2", "conv3_4", "conv4_4", "conv5_4")
+WEIGHTS_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5"  # Keras's, Caffe-converted
+TORCHVISION_FILE = "vgg19-dcbb9e9d.pth"  # torchvision's: the paper's
+TORCHVISION_URL = f"https://download.pytorch.org/models/{TORCHVISION_FILE}"
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
 LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
