@@ -22,8 +22,8 @@ Exit codes:
 - 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
 
 The command line is composed and checked (``sr.config``, which imports no TensorFlow) before
-TensorFlow and the trainer are imported: a refusal (exit code 2) takes about a second, not
-TensorFlow's start-up.
+TensorFlow and the trainer are imported: a refusal (exit code 2) costs no TensorFlow start-up
+(docs/config.md, "Schemas").
 """
 
 import functools

@@ -2,9 +2,9 @@
 ``base_<mode>``), their defaults and bounds, importing no TensorFlow.
 
 ``sr.config`` registers :data:`SCHEMAS` with Hydra's ConfigStore and checks a command line against
-them before anything imports TensorFlow (``python train.py data.pach=64`` is refused in about a
-second); each source class (``sr.data.source.PatchSource`` and its modes) names its schema here
-and checks its values with the same bounds (``sr.data.source.checked``).
+them before anything imports TensorFlow (``python train.py data.pach=64`` is refused without
+TensorFlow's start-up); each source class (``sr.data.source.PatchSource`` and its modes) names
+its schema here and checks its values with the same bounds (``sr.data.source.checked``).
 """
 
 from __future__ import annotations

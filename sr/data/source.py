@@ -16,9 +16,9 @@ A source only makes uint8 patch batches (:meth:`PatchSource.patch_dataset`); eve
 the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.make_pairs`` ->
 prefetch). The sources: ``sr.data.tfrecord.TFRecordSource`` (``data=tfrecord``, sharded patches
 read with tf.data) and ``sr.data.generator.GeneratorSource`` (``data=generator``, a pool of
-decoded images). Adding one is a module with a :class:`DataConfig` subclass (its keys and
-defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, plus a YAML in
-``conf/data/`` naming its ``_target_``.
+decoded images). Adding one is a :class:`DataConfig` subclass in ``sr.data.schemas`` (its keys
+and defaults, no TensorFlow) and a module with a :class:`PatchSource` subclass, listed in
+``sr.data.SOURCES``, plus a YAML in ``conf/data/`` naming its ``_target_``.
 """
 
 from __future__ import annotations
