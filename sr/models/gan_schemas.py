@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sr.core.schema import bounded
-from sr.core.weightfiles import SUFFIXES
 
 DOWNSAMPLING = 8
 """The discriminator's three stride-2 convs (``sr.models.discriminator``): the HR patch's H and W
@@ -50,6 +49,8 @@ def _vgg_weights(value) -> str | None:
 def _weight_file(value) -> str | None:
     """Why ``value`` is not a discriminator weight file: a ``.pth`` / ``.safetensors`` file that
     exists (its tensors are read and matched at start-up, ``sr.train.pretrained``)."""
+    from sr.core.weightfiles import SUFFIXES  # NumPy: only for a file given
+
     path = Path(str(value)).expanduser()
     if path.suffix.lower() in SUFFIXES and path.is_file():
         return None
