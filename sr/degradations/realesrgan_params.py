@@ -105,8 +105,9 @@ def _kernel_sizes(value) -> str | None:
 
 @dataclass(frozen=True)
 class Params:
-    """The parameters of :class:`RealESRGAN`, named as in Real-ESRGAN's configuration (the
-    second stage's with the suffix ``2``). Defaults: ``options/train_realesrnet_x4plus.yml``.
+    """The parameters of :class:`sr.degradations.realesrgan.RealESRGAN`, named as in
+    Real-ESRGAN's configuration (the second stage's with the suffix ``2``). Defaults:
+    ``options/train_realesrnet_x4plus.yml``.
 
     Probabilities are in [0, 1]; ``*_prob`` triples (up, down, keep) and ``kernel_prob`` (one
     per :data:`KERNEL_TYPES`) sum to 1; ranges are ``(low, high)`` with low <= high; sigmas in
@@ -177,7 +178,7 @@ class Params:
 
 @dataclass(frozen=True)
 class Options:
-    """How :class:`RealESRGAN` runs, beside its :class:`Params`."""
+    """How :class:`sr.degradations.realesrgan.RealESRGAN` runs, beside its :class:`Params`."""
 
     gt_usm: bool = bounded(
         True, choices=(True, False)
