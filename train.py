@@ -20,28 +20,22 @@ Exit codes:
 - 5: ``train.strategy=multi_worker``: tasks of ``TF_CONFIG`` did not answer within
   ``train.cluster_timeout_minutes`` (the message names them and their addresses);
 - 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143) after saving a checkpoint.
+
+The command line is composed and checked (``sr.config``, which imports no TensorFlow) before
+TensorFlow and the trainer are imported: a refusal (exit code 2) costs no TensorFlow start-up
+(docs/config.md, "Schemas").
 """
 
+import functools
 import logging
 import sys
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from sr.config import ConfigError, check_overrides, load  # registers the schemas; no TensorFlow
 from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-
-from sr.config import ConfigError, check_overrides, load  # noqa: E402  (registers the schemas)
-from sr.core.images import ImageFolderError  # noqa: E402
-from sr.core.runfiles import RunFileError  # noqa: E402
-from sr.data.service import ServiceError  # noqa: E402
-from sr.train.app import describe, run  # noqa: E402
-from sr.train.checkpoint import RunDirError  # noqa: E402
-from sr.train.distribute import ClusterTimeoutError  # noqa: E402
-from sr.train.guard import DivergenceError  # noqa: E402
-from sr.train.saving import NonFiniteError  # noqa: E402
 
 EXIT_BAD_INPUT = 2  # a config value, folder, image or resume path at fault
 EXIT_NONFINITE = 3  # NaN/inf loss or weights: stopped, last good checkpoint kept
@@ -52,26 +46,39 @@ log = logging.getLogger("train")
 logging.getLogger("absl").setLevel(logging.WARNING)  # checkpoint-writer chatter
 
 
-BAD_INPUT_ERRORS = (
-    ConfigError,
-    RunDirError,
-    ImageFolderError,
-    ServiceError,
-    FileNotFoundError,
-    RunFileError,
-)
-# the errors that end a run with a message and no traceback, and their exit codes, in this order
-EXIT_CODES = (
-    (BAD_INPUT_ERRORS, EXIT_BAD_INPUT),
-    ((NonFiniteError,), EXIT_NONFINITE),
-    ((DivergenceError,), EXIT_DIVERGED),
-    ((ClusterTimeoutError,), EXIT_CLUSTER),
-)
-REPORTED = tuple(error for errors, _ in EXIT_CODES for error in errors)
+@functools.cache
+def exit_codes() -> tuple[tuple[tuple[type[BaseException], ...], int], ...]:
+    """The errors that end a run with a message and no traceback, and their exit codes, in this
+    order: ``((errors, code), ...)``. Their modules import TensorFlow, so they are imported here,
+    once the command line has been checked (:func:`check_command_line`)."""
+    from sr.core.images import ImageFolderError
+    from sr.core.runfiles import RunFileError
+    from sr.data.service import ServiceError
+    from sr.train.checkpoint import RunDirError
+    from sr.train.distribute import ClusterTimeoutError
+    from sr.train.guard import DivergenceError
+    from sr.train.saving import NonFiniteError
+
+    bad_input = (
+        ConfigError,
+        RunDirError,
+        ImageFolderError,
+        ServiceError,
+        FileNotFoundError,
+        RunFileError,
+    )
+    return (
+        (bad_input, EXIT_BAD_INPUT),
+        ((NonFiniteError,), EXIT_NONFINITE),
+        ((DivergenceError,), EXIT_DIVERGED),
+        ((ClusterTimeoutError,), EXIT_CLUSTER),
+    )
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    from sr.train.app import describe  # TensorFlow: after the command line is checked
+
     run_dir = HydraConfig.get().runtime.output_dir
     log.info("run directory %s\n%s", run_dir, describe(cfg))
     code, final = train(cfg, run_dir)
@@ -82,14 +89,17 @@ def main(cfg: DictConfig) -> float | None:
 
 def train(cfg: DictConfig, run_dir) -> tuple[int, dict]:
     """``sr.train.app.run`` and the exit code of its outcome (the module docstring's): an error
-    of :data:`EXIT_CODES` is logged (its message, no traceback) and gives its code and ``{}``;
+    of :func:`exit_codes` is logged (its message, no traceback) and gives its code and ``{}``;
     a run stopped by signal N gives 128 + N; a finished run 0. Anything else propagates (exit
     code 1 and a traceback)."""
+    from sr.train.app import run
+
+    codes = exit_codes()
     try:
         final = run(cfg, run_dir)
-    except REPORTED as e:
+    except tuple(error for errors, _ in codes for error in errors) as e:
         log.error("%s", e)
-        return next(code for errors, code in EXIT_CODES if isinstance(e, errors)), {}
+        return next(code for errors, code in codes if isinstance(e, errors)), {}
     if final.get("interrupted"):
         return 128 + int(final["interrupted"]), final
     return 0, final
@@ -120,4 +130,5 @@ if __name__ == "__main__":
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
     main()

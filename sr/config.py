@@ -4,10 +4,10 @@ source with its checks, and the config tables of docs/config.md.
 A typo, a wrong type or a key of the other data mode in an override is an error at start-up, not
 a silent default; a value out of range is a :class:`ConfigError` naming the key. The YAML files of
 ``conf/`` extend these schemas through their defaults lists (``- base_tfrecord``,
-``- base_train``); the data schemas live beside their sources (``sr.data.source.DataConfig``,
-``sr.data.tfrecord.TFRecordConfig``, ``sr.data.generator.GeneratorConfig``) and are registered
-here from ``sr.data.SOURCES``. ``${sr_root:}`` resolves to the project's root folder (the parent
-of the ``sr`` package), so that default paths work from any working directory.
+``- base_train``); the data schemas are each mode's of ``sr.data.schemas``. No module read here
+imports TensorFlow (building a source or a degradation does): ``train.py`` refuses a bad command
+line before it imports the trainer. ``${sr_root:}`` resolves to the project's root folder (the
+parent of the ``sr`` package), so that default paths work from any working directory.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -30,18 +30,19 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node, composition_error, override_parse_error
-from sr.data import SOURCES, PatchSource
-from sr.degradations import Bicubic
-from sr.degradations.realesrgan import schema_fields
-from sr.models.discriminator import DOWNSAMPLING
-from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
+from sr.data.schemas import SCHEMAS as DATA_MODES
+from sr.degradations import realesrgan_params
+from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
+
+if TYPE_CHECKING:
+    from sr.data.source import PatchSource
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The schema of each ``conf/data/<mode>.yaml`` (its defaults list names the key of this table);
-# each lives beside the source class it configures.
-DATA_SCHEMAS = {f"base_{source.mode}": source.schema for source in SOURCES}
+# the source class of each mode names it (``sr.data.SOURCES``).
+DATA_SCHEMAS = {f"base_{mode}": schema for mode, schema in DATA_MODES.items()}
 
 
 def _unit_open(value) -> str | None:
@@ -204,11 +205,10 @@ class DegradationConfig:
     _target_: str = MISSING
 
 
-# ``degradation=realesrgan``: its keys, typed (sr.degradations.realesrgan.schema_fields); the
-# ranges are
-# its own checks.
+BICUBIC_TARGET = "sr.degradations.Bicubic"  # degradation=bicubic's class, which takes no keys
+# ``degradation=realesrgan``: its keys, typed (``realesrgan_params.schema_fields``), and bounds
 RealESRGANConfig = dataclasses.make_dataclass(
-    "RealESRGANConfig", schema_fields(), bases=(DegradationConfig,)
+    "RealESRGANConfig", realesrgan_params.schema_fields(), bases=(DegradationConfig,)
 )
 
 # The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
@@ -345,8 +345,8 @@ def validate(cfg: DictConfig) -> None:
     """Check every value of the composed config that its schema's types cannot, before any data
     or model work: the ``train``, ``loss`` and ``optimizer`` keys (:func:`validate_train`) and
     the model's hyperparameters (the bounds of its schema, ``sr.models.schemas``), the
-    degradation's values (its own checks, :func:`build_degradation`). The ``data`` values are
-    checked by :func:`build_source`, which reads no file.
+    degradation's values (:func:`check_degradation`). The ``data`` values are checked by
+    :func:`build_source`, which reads no file.
 
     Raises:
         ConfigError: for the first value out of range, naming the key, the allowed values and
@@ -366,7 +366,7 @@ def validate(cfg: DictConfig) -> None:
             "discriminator",
         )
     check_adversary(cfg)
-    build_degradation(cfg)
+    check_degradation(cfg)
 
 
 _FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
@@ -526,7 +526,7 @@ def build_source(cfg: DictConfig) -> PatchSource:
     for key in cfg.data:
         if key not in known:
             owners = [
-                s.mode for s in SOURCES if key in {f.name for f in dataclasses.fields(s.schema)}
+                m for m, s in DATA_MODES.items() if key in {f.name for f in dataclasses.fields(s)}
             ]
             where = f"a key of data={owners[0]}" if owners else "not a data key"
             raise ConfigError(
@@ -548,6 +548,19 @@ def build_source(cfg: DictConfig) -> PatchSource:
     return source
 
 
+def check_degradation(cfg: DictConfig) -> None:
+    """The ``degradation.*`` values checked without TensorFlow: ``degradation=realesrgan``'s by
+    ``realesrgan_params.check_keys`` (its class's own check), bicubic has none; a class of one's
+    own is built (:func:`build_degradation`). Raises ConfigError naming the key."""
+    node = cfg.get("degradation")
+    keys = {} if node is None else OmegaConf.to_container(node, resolve=True)
+    target = keys.pop("_target_", None)
+    if target == realesrgan_params.TARGET:
+        realesrgan_params.check_keys(keys)
+    elif keys or target not in (None, BICUBIC_TARGET):
+        build_degradation(cfg)
+
+
 # the loss=realesrgan terms that may take the HR as it is rather than the sharpened target (the
 # GAN term's only with a discriminator)
 PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
@@ -562,7 +575,7 @@ def build_degradation(cfg: DictConfig):
     """
     node = cfg.get("degradation")
     if node is None:
-        return Bicubic()
+        return hydra.utils.get_class(BICUBIC_TARGET)()
     try:
         return hydra.utils.instantiate(node, _convert_="all")
     except InstantiationException as e:

@@ -3,12 +3,12 @@ contract (``source``), the graph stage that makes training pairs (``pairs``: fli
 operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode: ``tfrecord``
 (``data=tfrecord``, a package: records, writing, manifest, build lock, verification, reading),
 ``generator`` (``data=generator``) and ``sequence`` (``data=sequence``, multi-frame windows);
-the tf.data service (``service``) and the demo photos (``demo``). Imports :mod:`sr.core` only."""
+the tf.data service (``service``) and the demo photos (``demo``); the keys of every mode
+(``schemas``, no TensorFlow). Imports :mod:`sr.core` only.
 
-from sr.data.generator import GeneratorConfig, GeneratorSource
-from sr.data.sequence import SequenceConfig, SequenceSource
-from sr.data.source import DataConfig, PatchSource, pairs_dataset
-from sr.data.tfrecord import TFRecordConfig, TFRecordSource
+The names below are imported on first use (PEP 562), so that ``sr.data.schemas`` and the config
+that reads it (``sr.config``) import no TensorFlow: a bad command line is refused before it.
+"""
 
 __all__ = [
     "DataConfig",
@@ -23,5 +23,28 @@ __all__ = [
     "pairs_dataset",
 ]
 
-# Every data=<mode>: sr.config registers each one's schema as base_<mode> for conf/data/<mode>.yaml
-SOURCES = (TFRecordSource, GeneratorSource, SequenceSource)
+
+def __getattr__(name: str):
+    """The sources of every ``data=<mode>`` and :data:`SOURCES`, imported (with TensorFlow) when
+    one of them is first read; ``SOURCES`` lists them, each with its ``mode`` and its schema of
+    ``sr.data.schemas.SCHEMAS`` (``sr.config`` registers those as ``base_<mode>``)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from sr.data.generator import GeneratorConfig, GeneratorSource
+    from sr.data.sequence import SequenceConfig, SequenceSource
+    from sr.data.source import DataConfig, PatchSource, pairs_dataset
+    from sr.data.tfrecord import TFRecordConfig, TFRecordSource
+
+    globals().update(
+        DataConfig=DataConfig,
+        GeneratorConfig=GeneratorConfig,
+        GeneratorSource=GeneratorSource,
+        PatchSource=PatchSource,
+        SequenceConfig=SequenceConfig,
+        SequenceSource=SequenceSource,
+        TFRecordConfig=TFRecordConfig,
+        TFRecordSource=TFRecordSource,
+        SOURCES=(TFRecordSource, GeneratorSource, SequenceSource),
+        pairs_dataset=pairs_dataset,
+    )
+    return globals()[name]

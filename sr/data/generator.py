@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.images import ImageFolderError, ImageSet, load_rgb, load_y_pair
-from sr.core.schema import bounded
-from sr.data.source import DataConfig, PatchSource, checked
+from sr.data.schemas import GeneratorConfig
+from sr.data.source import PatchSource, checked
 
 log = logging.getLogger(__name__)
 
@@ -324,19 +324,6 @@ class PatchPool:
 # ------------------------------------------------------------------------------------------------
 # The source: data=generator
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class GeneratorConfig(DataConfig):
-    """Keys of ``data=generator`` (schema; defaults written here only)."""
-
-    # crops from one decoded image before it leaves the pool
-    patches_per_image: int = bounded(64, minimum=1, integer=True)
-    pool_size: int = bounded(128, minimum=1, integer=True)  # decoded images held at once
-    # memory bound of the pool (MB), never exceeded (a DIV2K image's Y is about 2.9 MB,
-    # 2040 x 1400 x 1 B: 128 images take about 370 MB)
-    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)
-    decode_workers: int = bounded(2, minimum=1, integer=True)  # decode threads
-
-
 class GeneratorSource(PatchSource):
     """``data=generator``: a :class:`PatchPool` of decoded images, read through
     ``tf.data.Dataset.from_generator`` one whole batch per call.

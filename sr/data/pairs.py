@@ -29,10 +29,7 @@ import tensorflow as tf
 
 from sr.core.color import gray_of, y_of, y_rounded
 from sr.core.degrade import flip_batch, make_lr
-
-FLIPS = ("hv", "h", "none")
-"""``data.flips``: random vertical and horizontal flips (``hv``, the default), horizontal only
-(``h``: left-right, BasicSR's ``use_hflip``, the Real-ESRGAN recipes' augmentation), or none."""
+from sr.data.schemas import FLIPS
 
 
 def random_masks(batch: tf.Tensor, flips: str, rot90: bool, seed=None) -> tuple[tf.Tensor, ...]:

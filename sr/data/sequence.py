@@ -41,12 +41,12 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.core.frames import TARGETS, SequenceFolder, list_sequences, sequence_size, target_index
+from sr.core.frames import SequenceFolder, list_sequences, sequence_size, target_index
 from sr.core.images import ImageFolderError, ImageSet, load_y
-from sr.core.schema import bounded
 from sr.data.generator import PatchPool
 from sr.data.pairs import make_window_pairs
-from sr.data.source import DataConfig, PatchSource, checked
+from sr.data.schemas import SequenceConfig
+from sr.data.source import PatchSource, checked
 
 log = logging.getLogger(__name__)
 
@@ -339,21 +339,6 @@ class WindowPool(PatchPool):
 # ------------------------------------------------------------------------------------------------
 # The source: data=sequence
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class SequenceConfig(DataConfig):
-    """Keys of ``data=sequence`` (schema; defaults written here only)."""
-
-    hr_dir: str = "${sr_root:}/data/demo/sequences/train"  # one subfolder of frames per sequence
-    val_dir: str | None = "${sr_root:}/data/demo/sequences/val"  # validation sequences; null: none
-    frames: int = bounded(3, minimum=1, integer=True)  # k, frames per sample (1: single images)
-    frame_stride: int = bounded(1, minimum=1, integer=True)  # s: frames t, t + s, .., t + (k-1) s
-    target_frame: str = TARGETS[0]  # the frame whose HR is the target: last, center, or 0..k-1
-    patches_per_window: int = bounded(32, minimum=1, integer=True)  # crops of a decoded window
-    pool_frames: int = 384  # most decoded frames held at once, decoding ahead included
-    pool_memory_mb: float = bounded(1024.0, minimum=1e-3)  # most MB of decoded frames held
-    decode_workers: int = bounded(2, minimum=1, integer=True)  # decode threads
-
-
 class SequenceSource(PatchSource):
     """``data=sequence``: windows of k frames at a stride from a folder of sequences, served by a
     :class:`WindowPool` through ``tf.data.Dataset.from_generator``, one batch per call.

@@ -16,9 +16,9 @@ A source only makes uint8 patch batches (:meth:`PatchSource.patch_dataset`); eve
 the same graph stage through :func:`pairs_dataset` (source -> ``sr.data.pairs.make_pairs`` ->
 prefetch). The sources: ``sr.data.tfrecord.TFRecordSource`` (``data=tfrecord``, sharded patches
 read with tf.data) and ``sr.data.generator.GeneratorSource`` (``data=generator``, a pool of
-decoded images). Adding one is a module with a :class:`DataConfig` subclass (its keys and
-defaults) and a :class:`PatchSource` subclass, listed in ``sr.data.SOURCES``, plus a YAML in
-``conf/data/`` naming its ``_target_``.
+decoded images). Adding one is a :class:`DataConfig` subclass in ``sr.data.schemas`` (its keys
+and defaults, no TensorFlow) and a module with a :class:`PatchSource` subclass, listed in
+``sr.data.SOURCES``, plus a YAML in ``conf/data/`` naming its ``_target_``.
 """
 
 from __future__ import annotations
@@ -26,63 +26,23 @@ from __future__ import annotations
 import abc
 import dataclasses
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
-from omegaconf import MISSING
 from PIL import Image
 
 from sr.core.degrade import crop_margin, flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
-from sr.core.schema import bounded, value_error
+from sr.core.schema import value_error
 from sr.data import pair_pool
-from sr.data.pairs import FLIPS, degraded_pairs, made_pairs, make_pairs, random_masks
+from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.data.pipeline import pairs_dataset, pipeline_threads  # noqa: F401  (re-exported)
+from sr.data.schemas import CHANNELS, LR_FROM, DataConfig  # noqa: F401  (re-exported)
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
-
-LR_FROM = ("y", "rgb")  # data.lr_from: the LR from the Y of the HR, or from its RGB
-CHANNELS = ("y", "rgb")  # data.channels: what the model sees and makes, Y or RGB
-
-
-@dataclass
-class DataConfig:
-    """Keys of every data source (the ``data`` group's schema; defaults are written here only).
-
-    ``_target_`` comes from the mode's YAML. A key that a source does not take is an error at
-    start-up that names the source's schema (``TFRecordConfig``, ``GeneratorConfig``).
-    """
-
-    _target_: str = MISSING
-    hr_dir: str = "${sr_root:}/data/demo/train"  # HR training images (PNG/JPEG)
-    val_dir: str | None = "${sr_root:}/data/demo/val"  # full validation images; null: none
-    # hold out N images of hr_dir (spread over name order) as the validation images, never
-    # trained on: a validation set from the training photos (then data.val_dir must be null)
-    val_holdout: int = bounded(0, minimum=0, integer=True)
-    lr_dir: str | None = None  # pre-made LR images (DIV2K X4 layout), null: bicubic LR
-    batch_size: int = bounded(64, minimum=1, integer=True)  # B, patches per batch
-    # HR patch P in pixels (LR patch is P / scale)
-    patch_size: int = bounded(96, minimum=1, integer=True)
-    scale: int = bounded(4, minimum=1, integer=True)  # s
-    # random flips: hv, vertical and horizontal; h, horizontal only (Real-ESRGAN's use_hflip); none
-    flips: str = bounded("hv", choices=FLIPS)
-    rot90: bool = False  # also random transposes (all 8 rotations and reflections)
-    seed: int | None = "${seed}"  # type: ignore[assignment]  # seed of shuffles, crops, flips
-    deterministic: bool = False  # deterministic tf.data order: the same batches in every run
-    service: str | None = None  # grpc://HOST:PORT of a tf.data service dispatcher (tfrecord)
-    # how the LR is made: y, from the rounded Y of the HR (1 channel held); rgb, from the RGB HR
-    # then Y, as evaluation makes it (3 channels held: 3x the memory, shards and LR work)
-    lr_from: str = bounded("y", choices=LR_FROM)
-    # the pairs' channels: y, Y of BT.601 (the literature's protocol); rgb, R, G, B (models then
-    # take and give 3 channels; the LR is the operator of each channel, or the degradation's)
-    channels: str = "y"
-    # the input pipeline's threads: null, a pool of its own of 1 per 4 cores (at least 1) where no
-    # GPU is visible, else TensorFlow's shared pools; N >= 1: N of its own; 0: the shared pools
-    threads: int | None = bounded(None, minimum=0, integer=True)
 
 
 def holdout(files: list[Path], count: int, key: str) -> list[Path]:

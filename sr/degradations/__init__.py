@@ -4,9 +4,21 @@ SR literature's bicubic (``bicubic.Bicubic``, the default; the operator itself,
 Real-ESRGAN's second-order real-world degradation (``realesrgan.RealESRGAN``) with its parts:
 random blur kernels (``kernels``), PyTorch's ``interpolate`` as matrices (``interpolate``),
 unsharp masking of the target (``usm``) and a batched JPEG in TensorFlow ops (``jpeg``).
-Imports only ``sr.core``; ``sr.data`` and ``sr.config`` use it."""
+Imports only ``sr.core``; ``sr.data`` and ``sr.config`` use it.
 
-from sr.degradations.bicubic import Bicubic
-from sr.degradations.realesrgan import RealESRGAN
+The keys of ``degradation=realesrgan`` are in ``realesrgan_params`` (no TensorFlow), and the two
+classes below are imported on first use (PEP 562), so that ``sr.config`` checks a command line
+without importing TensorFlow."""
 
 __all__ = ["Bicubic", "RealESRGAN"]
+
+
+def __getattr__(name: str):
+    """:class:`Bicubic` and :class:`RealESRGAN`, imported (with TensorFlow) when first read."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from sr.degradations.bicubic import Bicubic
+    from sr.degradations.realesrgan import RealESRGAN
+
+    globals().update(Bicubic=Bicubic, RealESRGAN=RealESRGAN)
+    return globals()[name]

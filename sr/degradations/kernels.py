@@ -15,18 +15,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-KERNEL_SIZE = 21
-"""Side of every blur and sinc kernel (pixels): smaller kernels (7..19) are zero-padded to it."""
-
-KERNEL_TYPES = (
-    "iso",
-    "aniso",
-    "generalized_iso",
-    "generalized_aniso",
-    "plateau_iso",
-    "plateau_aniso",
-)
-"""The blur kernel families of ``kernel_prob`` (in this order)."""
+from sr.degradations.realesrgan_params import KERNEL_SIZE, KERNEL_TYPES  # noqa: F401  (re-exported)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -59,215 +59,33 @@ official ``filter2D`` does.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 
 import numpy as np
 import tensorflow as tf
 
 from sr.core.degrade import crop_margin
-from sr.core.errors import ConfigError
-from sr.core.schema import bounded, check_node
 from sr.degradations import interpolate
 from sr.degradations.jpeg import jpeg_batch
-from sr.degradations.kernels import (
+from sr.degradations.kernels import Draws, blur_batch, final_sinc, random_kernel
+from sr.degradations.realesrgan_params import (  # noqa: F401  (re-exported)
+    DEVICES,
+    JPEGS,
     KERNEL_SIZE,
     KERNEL_TYPES,
-    Draws,
-    blur_batch,
-    final_sinc,
-    random_kernel,
+    MIN_SIDE,
+    Options,
+    Params,
+    check_keys,
+    schema_fields,
 )
 from sr.degradations.usm import usm_sharp
 
 RESIZE_MODES = interpolate.MODES
 """Interpolations of the random resizes, drawn uniformly."""
 
-DEVICES = ("input", "accelerator")
-"""``degradation.device``: where the LR is made (the tf.data pipeline, or the training step)."""
-
-JPEGS = ("auto", "libjpeg", "tensorflow")
-"""``degradation.jpeg``: libjpeg per image (exact, CPU), the batched JPEG in TensorFlow ops
-(``sr.degradations.jpeg``, any device), or auto: libjpeg on ``input``, TensorFlow on
-``accelerator``."""
-
-MIN_SIDE = KERNEL_SIZE // 2 + 1
-"""Smallest side (pixels) a resize may produce: reflect padding needs more pixels than it adds."""
-
-
-def _pair(value) -> str | None:
-    """Why ``value`` is not ``[low, high]`` with low <= high, or None."""
-    if len(value) != 2 or not value[0] <= value[1]:
-        return "must be [low, high] with low <= high"
-    return None
-
-
-def _positive_range(value) -> str | None:
-    """A ``[low, high]`` range with low > 0 (sigmas, resize factors)."""
-    return _pair(value) or (None if value[0] > 0 else "must have its low end > 0")
-
-
-def _nonnegative_range(value) -> str | None:
-    """A ``[low, high]`` range with low >= 0 (noise)."""
-    return _pair(value) or (None if value[0] >= 0 else "must have its low end >= 0")
-
-
-def _jpeg_range(value) -> str | None:
-    """A ``[low, high]`` range of JPEG qualities in 1..100."""
-    if _pair(value) or not 1 <= value[0] <= value[1] <= 100:
-        return "must be [low, high] JPEG qualities in 1..100"
-    return None
-
-
-def _shape_range(value) -> str | None:
-    """A ``[low, high]`` range of generalized Gaussian or plateau shapes, around 1."""
-    if _pair(value) or not 0 < value[0] <= 1 <= value[1]:
-        return "must be [low, high] with 0 < low <= 1 <= high (half the draws each side of 1)"
-    return None
-
-
-def _probabilities(count: int):
-    def check(value) -> str | None:
-        if len(value) != count or min(value) < 0 or abs(sum(value) - 1) > 1e-6:
-            return f"must be {count} probabilities >= 0 that sum to 1"
-        return None
-
-    return check
-
-
-_kernel_probs = _probabilities(len(KERNEL_TYPES))
-_resize_probs = _probabilities(3)  # up, down, keep
-
-
-def _probability(value) -> str | None:
-    """A probability in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        return "must be a probability in [0, 1]"
-    return None
-
-
-def _kernel_sizes(value) -> str | None:
-    """Odd kernel sides in 3..KERNEL_SIZE."""
-    if not value or any(k % 2 == 0 or not 3 <= k <= KERNEL_SIZE for k in value):
-        return f"must be odd sizes in 3..{KERNEL_SIZE}"
-    return None
-
-
-@dataclass(frozen=True)
-class Params:
-    """The parameters of :class:`RealESRGAN`, named as in Real-ESRGAN's configuration (the
-    second stage's with the suffix ``2``). Defaults: ``options/train_realesrnet_x4plus.yml``.
-
-    Probabilities are in [0, 1]; ``*_prob`` triples (up, down, keep) and ``kernel_prob`` (one
-    per :data:`KERNEL_TYPES`) sum to 1; ranges are ``(low, high)`` with low <= high; sigmas in
-    pixels, noise sigma on the [0, 255] scale, JPEG quality in 1..100.
-    """
-
-    # blur kernel sides (odd, <= 21), drawn uniformly
-    kernel_sizes: tuple = bounded((7, 9, 11, 13, 15, 17, 19, 21), check=_kernel_sizes)
-    # first blur's family: iso, aniso, generalized iso, aniso, plateau iso, aniso
-    kernel_prob: tuple = bounded((0.45, 0.25, 0.12, 0.03, 0.12, 0.03), check=_kernel_probs)
-    # first blur: a sinc kernel instead
-    sinc_prob: float = bounded(0.1, check=_probability)
-    # first blur's Gaussian sigmas (pixels)
-    blur_sigma: tuple = bounded((0.2, 3.0), check=_positive_range)
-    # generalized Gaussian shape beta
-    betag_range: tuple = bounded((0.5, 4.0), check=_shape_range)
-    # plateau shape beta
-    betap_range: tuple = bounded((1.0, 2.0), check=_shape_range)
-    # first resize: up, down, keep
-    resize_prob: tuple = bounded((0.2, 0.7, 0.1), check=_resize_probs)
-    # first resize factor
-    resize_range: tuple = bounded((0.15, 1.5), check=_positive_range)
-    # first noise: Gaussian, else Poisson
-    gaussian_noise_prob: float = bounded(0.5, check=_probability)
-    # Gaussian noise sigma on 0..255
-    noise_range: tuple = bounded((1.0, 30.0), check=_nonnegative_range)
-    # Poisson noise scale
-    poisson_scale_range: tuple = bounded((0.05, 3.0), check=_nonnegative_range)
-    # one noise plane for all channels
-    gray_noise_prob: float = bounded(0.4, check=_probability)
-    # first JPEG quality
-    jpeg_range: tuple = bounded((30.0, 95.0), check=_jpeg_range)
-    # the second stage blurs with this probability
-    second_blur_prob: float = bounded(0.8, check=_probability)
-    # second stage: blur's family, as kernel_prob
-    kernel_prob2: tuple = bounded((0.45, 0.25, 0.12, 0.03, 0.12, 0.03), check=_kernel_probs)
-    # second stage: a sinc kernel instead
-    sinc_prob2: float = bounded(0.1, check=_probability)
-    # second stage: Gaussian sigmas (pixels)
-    blur_sigma2: tuple = bounded((0.2, 1.5), check=_positive_range)
-    # second stage: generalized Gaussian shape beta
-    betag_range2: tuple = bounded((0.5, 4.0), check=_shape_range)
-    # second stage: plateau shape beta
-    betap_range2: tuple = bounded((1.0, 2.0), check=_shape_range)
-    # second resize: up, down, keep
-    resize_prob2: tuple = bounded((0.3, 0.4, 0.3), check=_resize_probs)
-    # second resize factor
-    resize_range2: tuple = bounded((0.3, 1.2), check=_positive_range)
-    # second noise: Gaussian, else Poisson
-    gaussian_noise_prob2: float = bounded(0.5, check=_probability)
-    # second stage: Gaussian noise sigma on 0..255
-    noise_range2: tuple = bounded((1.0, 25.0), check=_nonnegative_range)
-    # second stage: Poisson noise scale
-    poisson_scale_range2: tuple = bounded((0.05, 2.5), check=_nonnegative_range)
-    # second stage: one noise plane for all channels
-    gray_noise_prob2: float = bounded(0.4, check=_probability)
-    # second JPEG quality
-    jpeg_range2: tuple = bounded((30.0, 95.0), check=_jpeg_range)
-    # the final sinc filter, else none
-    final_sinc_prob: float = bounded(0.8, check=_probability)
-
-    def stage(self, n: int) -> dict:
-        """The keys of stage ``n`` (1 or 2) without their suffix: ``{"kernel_prob": ..., ...}``."""
-        suffix = "" if n == 1 else "2"
-        names = [f.name for f in fields(self)]
-        return {k[: len(k) - len(suffix)]: getattr(self, k) for k in names if k.endswith(suffix)}
-
-
-@dataclass(frozen=True)
-class Options:
-    """How :class:`RealESRGAN` runs, beside its :class:`Params`."""
-
-    gt_usm: bool = bounded(
-        True, choices=(True, False)
-    )  # the HR is USM-sharpened (BasicSR USMSharp), and the LR made from it
-    # where the LR is made: in the tf.data pipeline, or in the training step on the model's device
-    device: str = bounded("input", choices=DEVICES)
-    # the JPEG coder: libjpeg per image (CPU), the batched TensorFlow JPEG (sr.degradations.jpeg,
-    # any device, libjpeg's pixels), auto: libjpeg on input, TensorFlow on accelerator
-    jpeg: str = bounded("auto", choices=JPEGS)
-    # HR pixels degraded around each patch and cut away after (a multiple of data.scale); null:
-    # the LR operator's 2 x scale (8 at x4); the paper's recipes: 36 (docs/data.md)
-    margin: int | None = bounded(None, minimum=0, integer=True)
-    # the training-pair pool (Real-ESRGAN's queue_size): degraded pairs shuffled through a pool
-    # of this many, so that a batch mixes several batches' draws (sr.data.pair_pool); 0: none
-    pool_size: int = bounded(0, minimum=0, integer=True)
-
-
-def schema_fields() -> list[tuple]:
-    """The keys of ``degradation=realesrgan`` for its config schema (``sr.config``), the fields of
-    :class:`Params` and :class:`Options` typed: a tuple default as a list of integers or of
-    numbers, a number as a float, flags and choices as themselves (``degradation.kernel_sizes=7``
-    is then refused naming the key when the config composes)."""
-    out = []
-    for f in (*fields(Params), *fields(Options)):
-        if f.type in ("int", "int | None"):  # counts and pixels
-            kind = int if f.type == "int" else int | None
-            out.append((f.name, kind, field(default=f.default, metadata=f.metadata)))
-        elif isinstance(f.default, bool | str):
-            out.append((f.name, type(f.default), field(default=f.default, metadata=f.metadata)))
-        elif isinstance(f.default, tuple):
-            kind = list[int] if all(isinstance(v, int) for v in f.default) else list[float]
-            out.append(
-                (
-                    f.name,
-                    kind,
-                    field(default_factory=lambda d=f.default: list(d), metadata=f.metadata),
-                )
-            )
-        else:
-            out.append((f.name, float, field(default=f.default, metadata=f.metadata)))
-    return out
+DEFAULTS = Params()
+"""The paper's parameters (``options/train_realesrnet_x4plus.yml``)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -414,7 +232,7 @@ def _quality(per_image: Draws, jpeg_range) -> tf.Tensor:
 # The two-stage degradation of a batch
 # ------------------------------------------------------------------------------------------------
 def degrade_batch(
-    hr: tf.Tensor, scale: int, seeds, params: Params = Params(), jpeg_batch=None
+    hr: tf.Tensor, scale: int, seeds, params: Params = DEFAULTS, jpeg_batch=None
 ) -> tf.Tensor:
     """The LR of a batch by Real-ESRGAN's two-stage degradation (module docstring), every stage
     one op (or one small group of ops) on the whole batch, as ``feed_data`` runs it on the GPU.
@@ -467,7 +285,7 @@ def degrade_batch(
     return out
 
 
-def degrade(hr: tf.Tensor, scale: int, seed, params: Params = Params(), jpeg_batch=None):
+def degrade(hr: tf.Tensor, scale: int, seed, params: Params = DEFAULTS, jpeg_batch=None):
     """:func:`degrade_batch` of one image: float32 ``[H, W, 3]`` in [0, 1] and an int ``[2]``
     seed to float32 ``[H / s, W / s, 3]`` on the 8-bit grid."""
     hr = tf.convert_to_tensor(hr, tf.float32)
@@ -490,16 +308,8 @@ class RealESRGAN:
     needs_rgb = True  # made from the RGB HR (colour noise, JPEG chroma): sources keep 3 channels
 
     def __init__(self, **params):
+        check_keys(params)
         options = {f.name for f in fields(Options)}
-        known = {f.name for f in fields(Params)} | options
-        unknown = set(params) - known
-        if unknown:
-            raise ConfigError(
-                f"degradation.{sorted(unknown)[0]} is not a key of degradation=realesrgan: "
-                f"remove it (keys: {', '.join(sorted(known))})"
-            )
-        for schema in (Options, Params):  # the bounds declared beside each field
-            check_node({k: params[k] for k in params if k not in unknown}, schema, "degradation")
         self.options = Options(**{k: v for k, v in params.items() if k in options})
         self.params = Params(**{k: tuple(v) if isinstance(v, list | tuple) else v
                                 for k, v in params.items() if k not in options})  # fmt: skip

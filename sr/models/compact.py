@@ -25,8 +25,8 @@ from __future__ import annotations
 import keras
 
 from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D, float32_output
+from sr.models.schemas import COMPACT_ACTIVATIONS as ACTIVATIONS
 
-ACTIVATIONS = ("prelu", "relu", "leakyrelu")  # the reference's act_type options
 LEAKY_SLOPE = 0.1  # the reference's negative slope for act_type='leakyrelu'
 PRELU_INIT = 0.25  # PyTorch's nn.PReLU init
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import keras
 
+from sr.models.gan_schemas import DOWNSAMPLING  # noqa: F401  (re-exported)
 from sr.models.layers import LeakyReLU, UpSampling2D, float32_output
 from sr.models.spectral_norm import SpectralNorm
 
 SLOPE = 0.2  # leaky ReLU's negative slope (reference)
-DOWNSAMPLING = 8  # the three stride-2 convs: H and W must be multiples of this (sr.config)
 
 
 def torch_conv(filters: int, kernel: int, fan_in: int, strides: int = 1, bias: bool = True,

@@ -34,9 +34,7 @@ import keras
 from sr.core.frames import TARGETS, target_index
 from sr.models.align import GlobalAlign
 from sr.models.espcn import espcn_body
-
-FUSION_INITS = ("target", "glorot")
-ALIGNS = ("global", "none")
+from sr.models.schemas import ALIGNS, FUSION_INITS
 
 
 @keras.saving.register_keras_serializable(package="sr")

@@ -11,8 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sr.core.schema import bounded
-from sr.core.weightfiles import SUFFIXES
-from sr.models.vgg import LAYERS, TORCHVISION_FILE, TORCHVISION_URL, WEIGHTS_FILE
+
+DOWNSAMPLING = 8
+"""The discriminator's three stride-2 convs (``sr.models.discriminator``): the HR patch's H and W
+must be multiples of this (``sr.config.check_adversary``)."""
+
+# The perceptual loss's VGG19 (sr.models.vgg builds it), named here for the checks of its keys.
+# Real-ESRGAN's perceptual layers (BasicSR's names; Keras's are block{i}_conv{j})
+LAYERS = ("conv1_2", "conv2_2", "conv3_4", "conv4_4", "conv5_4")
+WEIGHTS_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5"  # Keras's, Caffe-converted
+TORCHVISION_FILE = "vgg19-dcbb9e9d.pth"  # torchvision's: the paper's
+TORCHVISION_URL = f"https://download.pytorch.org/models/{TORCHVISION_FILE}"
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
 LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
@@ -40,6 +49,8 @@ def _vgg_weights(value) -> str | None:
 def _weight_file(value) -> str | None:
     """Why ``value`` is not a discriminator weight file: a ``.pth`` / ``.safetensors`` file that
     exists (its tensors are read and matched at start-up, ``sr.train.pretrained``)."""
+    from sr.core.weightfiles import SUFFIXES  # NumPy: only for a file given
+
     path = Path(str(value)).expanduser()
     if path.suffix.lower() in SUFFIXES and path.is_file():
         return None

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.degrade import keys_cubic
+from sr.models.schemas import NORMS
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -127,11 +128,6 @@ DIV2K_RGB_MEAN = (0.4488, 0.4371, 0.4040)
 """The mean of DIV2K's training images per RGB channel, on [0, 1]: what BasicSR's EDSR
 (``basicsr/archs/edsr_arch.py``, ``rgb_mean``) and SPAN's official code
 (hongyuanyu/SPAN, ``basicsr/archs/span_arch.py``) subtract from the input."""
-
-NORMS = ("centre", "div2k_mean", "none")
-"""What a builder subtracts from its input in [0, 1] (``model.norm``): ``centre`` 0.5 on every
-channel (the project's own convention), ``div2k_mean`` :data:`DIV2K_RGB_MEAN` (the reference
-code's, RGB only), ``none`` nothing."""
 
 
 def input_mean(norm: str, channels: int) -> tuple[float, ...]:

@@ -13,22 +13,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import keras
 from omegaconf import MISSING
 
 from sr.core.schema import bounded
-from sr.models.compact import ACTIVATIONS as COMPACT_ACTIVATIONS
-from sr.models.espcn_mf import ALIGNS, FUSION_INITS
-from sr.models.layers import NORMS
+
+KERAS_ACTIVATIONS = tuple(
+    "celu elu exponential gelu glu hard_shrink hard_sigmoid hard_silu hard_swish hard_tanh "
+    "leaky_relu linear log_sigmoid log_softmax mish relu relu6 selu sigmoid silu soft_shrink "
+    "softmax softplus softsign sparse_plus sparse_sigmoid sparsemax squareplus swish tanh "
+    "tanh_shrink threshold".split()
+)
+"""The names ``keras.activations.get`` takes (Keras 3.15: the functions of ``keras.activations``),
+written out so that the config is checked without importing Keras (tests/test_train_refusals.py
+compares them with the installed Keras's)."""
+
+COMPACT_ACTIVATIONS = ("prelu", "relu", "leakyrelu")
+"""``model.activation`` of ``model=compact``: the reference's ``act_type`` options
+(``sr.models.compact``)."""
+
+FUSION_INITS = ("target", "glorot")
+"""``model.fusion_init`` of ``model=espcn_mf``: how its fusion convolution starts."""
+
+ALIGNS = ("global", "none")
+"""``model.align`` of ``model=espcn_mf``: register the frames to the target first, or not."""
+
+NORMS = ("centre", "div2k_mean", "none")
+"""What a builder subtracts from its input in [0, 1] (``model.norm``): ``centre`` 0.5 on every
+channel (the project's own convention), ``div2k_mean`` ``sr.models.layers.DIV2K_RGB_MEAN`` (the
+reference code's, RGB only), ``none`` nothing."""
 
 
 def _activation(name) -> str | None:
-    """Why ``name`` is not a Keras activation, or None."""
-    try:
-        keras.activations.get(name)
-    except (ValueError, TypeError):
-        return "must name a Keras activation (tanh, relu, ...)"
-    return None
+    """Why ``name`` is not a Keras activation (:data:`KERAS_ACTIVATIONS`), or None."""
+    if isinstance(name, str) and name in KERAS_ACTIVATIONS:
+        return None
+    return "must name a Keras activation (tanh, relu, ...)"
 
 
 def _features(default):

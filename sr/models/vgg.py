@@ -40,18 +40,19 @@ from pathlib import Path
 import keras
 
 from sr.core.errors import ConfigError
+from sr.models.gan_schemas import (  # noqa: F401  (re-exported)
+    LAYERS,
+    TORCHVISION_FILE,
+    TORCHVISION_URL,
+    WEIGHTS_FILE,
+)
 
 log = logging.getLogger(__name__)
 
-WEIGHTS_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5"
 WEIGHTS_URL = f"https://storage.googleapis.com/tensorflow/keras-applications/vgg19/{WEIGHTS_FILE}"
-# Real-ESRGAN's perceptual layers (BasicSR's names; Keras's are block{i}_conv{j})
-LAYERS = ("conv1_2", "conv2_2", "conv3_4", "conv4_4", "conv5_4")
 CAFFE_MEAN_RGB = (123.68, 116.779, 103.939)  # the ImageNet mean of the Caffe VGG, 0..255
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # torchvision's (and BasicSR's) normalisation, RGB [0, 1]
 IMAGENET_STD = (0.229, 0.224, 0.225)
-TORCHVISION_FILE = "vgg19-dcbb9e9d.pth"
-TORCHVISION_URL = f"https://download.pytorch.org/models/{TORCHVISION_FILE}"
 BLOCKS = (2, 2, 4, 4, 4)  # VGG19's convs per block, a 2x2 max pool after each
 CONVS = tuple(f"conv{b}_{c}" for b, n in enumerate(BLOCKS, start=1) for c in range(1, n + 1))
 """VGG19's 16 convolutions in order (BasicSR's names)."""

@@ -21,14 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
-from sr.core.schema import bounded
-from sr.data.source import DataConfig, PatchSource, checked
+from sr.data.schemas import TFRecordConfig
+from sr.data.source import PatchSource, checked
 from sr.data.tfrecord.buildlock import build_lock
 from sr.data.tfrecord.folders import check_destination
 from sr.data.tfrecord.manifest import manifest_problem, mark_stale, read_manifest, stale_reason
@@ -44,28 +43,6 @@ from sr.data.tfrecord.verify import check_shards, describe_bad_shards
 from sr.data.tfrecord.write import write_shards
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TFRecordConfig(DataConfig):
-    """Keys of ``data=tfrecord`` (schema; defaults written here only)."""
-
-    # shard folder; null: <data_root>/tfrecords/<hr_dir>-<hash>, plus -sub<S> for sub-images and
-    # -rgb for RGB records, so that runs of different layouts never rebuild each other's shards
-    tfrecord_dir: str | None = None
-    data_root: str = "${sr_root:}/data"  # the dataset root (default shard location)
-    # shard files, interleaved in parallel when read
-    num_shards: int = bounded(10, minimum=1, integer=True)
-    # grid step between record corners when writing (HR pixels); null: 64 for patches, and for
-    # sub-images the largest step that leaves no crop position out (subimage_size - crop + 1)
-    stride: int | None = bounded(None, minimum=1, integer=True)
-    # records: 0, the crops themselves (patches on the grid); S > 0, S x S sub-images with one
-    # crop cut at a random position inside each when read (BasicSR's layout)
-    subimage_size: int = bounded(0, minimum=0, integer=True)
-    # read-time shuffle buffer, in Y patches' worth of memory (2048 x 112 x 112 B = 26 MB); with
-    # sub-images or RGB records it holds as many records as fit in that memory
-    shuffle_buffer: int = bounded(2048, minimum=0, integer=True)
-    write_workers: int = bounded(2, minimum=1, integer=True)  # decode threads while writing shards
 
 
 class TFRecordSource(PatchSource):
