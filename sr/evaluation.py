@@ -58,16 +58,15 @@ image). Only whole 96 x 96 blocks of what remains are scored (:func:`niqe_croppe
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from sr.core.color import gray_of, y_channel
 from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
+from sr.core.forward import forward
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
 from sr.metrics import crop_border, psnr, ssim
@@ -187,38 +186,6 @@ def _given_lr(lr: np.ndarray, hr_shape, scale: int, name: str) -> np.ndarray:
     if channels == 3:
         return np.repeat(lr[..., :1], 3, axis=-1)
     return quantize(gray_of(lr[..., :3])).numpy().astype(np.float64)
-
-
-_FORWARDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def forward(model):
-    """``model``'s inference pass as one graph: a callable ``x -> model(x, training=False)``,
-    a ``tf.function`` made once per model (shapes generalised after a second input size:
-    ``reduce_retracing``) and kept while the model lives.
-
-    Why not call the model: Keras 3 runs a functional model eagerly layer by layer and holds every
-    layer's output until the call returns, so an eager call keeps all activations at once.
-    RRDBNet with 4 blocks of 64 features on one 256 x 256 LR image peaks at 6.1 GB eagerly and
-    1.8 GB as a graph, where TensorFlow frees each tensor after its last consumer;
-    RealESRGAN_x4plus (23 blocks) eagerly needs over 24 GB (``tests/test_evaluation_forward.py``
-    pins that the graph is used). A model that is no Keras model (an export's runner) is
-    returned as it is.
-
-    Args:
-        model: a Keras model, float32 ``[B, h, w, C]`` (or ``[B, k, h, w, C]``) in [0, 1].
-
-    Returns:
-        A callable of one tensor giving the model's output tensor (its compute dtype).
-    """
-    if not isinstance(model, keras.Model):
-        return model
-    fn = _FORWARDS.get(model)
-    if fn is None:
-        ref = weakref.ref(model)  # no strong reference from the cache's value to its key
-        fn = tf.function(lambda x: ref()(x, training=False), reduce_retracing=True)
-        _FORWARDS[model] = fn
-    return fn
 
 
 def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Scoring runs a model as one graph (``sr.evaluation.forward``), never layer by layer eagerly:
+"""Scoring runs a model as one graph (``sr.core.forward``), never layer by layer eagerly:
 Keras 3's eager call of a functional model holds every layer's output until it returns, which
 for RealESRGAN_x4plus on one 256 x 256 LR image is over 24 GB."""
 
@@ -6,8 +6,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sr.core.forward import forward
 from sr.deploy.export import check
-from sr.evaluation import forward, super_resolve_rgb, super_resolve_window, super_resolve_y
+from sr.evaluation import super_resolve_rgb, super_resolve_window, super_resolve_y
 from sr.models import build_espcn
 
 

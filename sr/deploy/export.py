@@ -34,11 +34,12 @@ import numpy as np
 import skimage.data
 import tensorflow as tf
 
+from sr.core.forward import forward
 from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
 from sr.deploy.publish import RECORD, write_export
 from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
-from sr.evaluation import forward, input_channels, prepare
+from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
 from sr.models.span import reparameterize
 
