@@ -142,8 +142,8 @@ def test_a_pool_smaller_than_a_batch_is_refused_and_the_pool_is_in_the_identity(
 @pytest.mark.slow
 def test_a_pooled_stream_restarted_anywhere_and_on_the_accelerator_is_the_same(folders):
     """The pooled pairs of the input pipeline from batch k (the pool rebuilt) are those of the
-    uninterrupted stream; the device stage's pool gives them too (to float32 rounding: the
-    degradation's graph differs from tf.data's by one ulp, with or without a pool); the first
+    uninterrupted stream; the device stage's pool gives them too, in the same order (to the
+    compiled graph's rounding: :func:`assert_same_pairs_in_order`); the first
     batches (the fill) are the pairs without a pool."""
     source = build_source(compose(*rgb_pool(folders)))
     source.prepare()
@@ -168,7 +168,18 @@ def test_a_pooled_stream_restarted_anywhere_and_on_the_accelerator_is_the_same(f
     stage, crops = tf.function(device.device_stage()), iter(device.dataset(0))
     for k in range(5):
         for a, b in zip(stage(*next(crops)), full[k]):
-            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-7, rtol=0)
+            assert_same_pairs_in_order(a.numpy(), b.numpy())
+
+
+def assert_same_pairs_in_order(a: np.ndarray, b: np.ndarray) -> None:
+    """``a`` holds the images of ``b`` in the same order, to the compiled graph's rounding: a
+    one-ulp difference can flip an 8-bit rounding (and a JPEG block with it), so a few values may
+    differ by some levels of 255, on some CPUs; every image is still nearest to its own
+    counterpart, and within 1/255 of it on average."""
+    flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+    distance = np.abs(flat_a[:, None] - flat_b[None]).mean(-1)  # [i, j]: image i of a vs j of b
+    np.testing.assert_array_equal(distance.argmin(1), np.arange(len(a)))
+    assert distance.diagonal().max() < 1 / 255, distance.diagonal()
 
 
 @pytest.mark.slow
