@@ -1,8 +1,9 @@
-"""The data sources and the tf.data graph that turns them into ``(lr, hr)`` batches: the source
-contract (``source``), the graph stage that makes training pairs (``pairs``: flips, the LR
-operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode: ``tfrecord``
-(``data=tfrecord``, a package: records, writing, manifest, build lock, verification, reading),
-``generator`` (``data=generator``) and ``sequence`` (``data=sequence``, multi-frame windows);
+"""The data sources and the tf.data graph that turns them into ``sr.core.batch.Batch(lq, gt)``
+batches: the source contract (``source``), the graph stage that makes training pairs
+(``pairs``: flips, the LR operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode:
+``tfrecord`` (``data=tfrecord``, a package: records, writing, manifest, build lock,
+verification, reading), ``generator`` (``data=generator``) and ``sequence`` (``data=sequence``,
+multi-frame windows);
 the tf.data service (``service``) and the demo photos (``demo``). Imports :mod:`sr.core` only."""
 
 from sr.data.generator import GeneratorConfig, GeneratorSource
