@@ -14,6 +14,7 @@ import tensorflow as tf
 from hydra.utils import instantiate
 
 from sr.config import ConfigError, build_source
+from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE, PSNR
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
@@ -81,9 +82,13 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
     opt = keras.optimizers.SGD(1.0)  # the update is the gradient (Adam's first: its sign)
     opt.build(g.trainable_variables)
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-    step = part.make_step(g, opt, loss, tf.distribute.get_strategy(), 2, counters)
+    step = part.make_step(
+        model=g, optimizer=opt, loss=loss, strategy=tf.distribute.get_strategy(),
+        global_batch=2, counters=counters,
+    )  # fmt: skip
     assert isinstance(step, PerceptualStep)
-    got = step.train_step((lr, target, hr) if triple else (lr, target))
+    batch = SharpenedBatch(lq=lr, gt_usm=target, gt=hr) if triple else Batch(lq=lr, gt=target)
+    got = step.train_step(batch)
 
     g2, _ = tiny_models()
     g3, _ = tiny_models()  # the bug's update: L1 alone
@@ -106,7 +111,7 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
     for a, b in zip(g.weights, g2.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.name)
     assert max(np.abs(a.numpy() - c.numpy()).max() for a, c in zip(g.weights, g3.weights)) > 1e-3
-    means = step.terms.read()
+    means = step.window.read_terms()
     assert means["l1"] == pytest.approx(float(l1), rel=1e-5)
     assert means["perceptual"] == pytest.approx(float(percep), rel=1e-5)
 
