@@ -1,11 +1,12 @@
 """L1 + perceptual training without a discriminator (``loss=realesrgan discriminator=none
 loss.gan_weight=0``): the way of training is chosen from the loss and the discriminator
 together, and its step is the hand-written update of both terms, each on its own target, on
-pairs and on ``(lr, target, hr)`` triples."""
+``Batch`` pairs and on ``SharpenedBatch`` triples (``sr.core.batch``)."""
 
 from __future__ import annotations
 
 import logging
+from inspect import signature
 
 import keras
 import numpy as np
@@ -154,6 +155,8 @@ def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
 def test_every_way_of_training_implements_the_part_protocol(compose):
     """Each part the trainer can compose has every member of ``TrainingPart`` (a part that
     lacks one fails here, not at the first validation of a run)."""
+    want = signature(TrainingPart.make_step).parameters
+    assert all(p.kind == p.KEYWORD_ONLY for k, p in want.items() if k != "self")
     members = [m for m in TrainingPart.__annotations__] + [
         name for name, v in vars(TrainingPart).items() if callable(v) and not name.startswith("_")
     ]
@@ -168,3 +171,9 @@ def test_every_way_of_training_implements_the_part_protocol(compose):
         assert not missing, f"{type(part).__name__} lacks {missing}"
         assert isinstance(part, TrainingPart)
         assert part.psnr_reference in ("best", "start")
+        # make_step: the Protocol's keywords, names, kinds and defaults, in every part
+        assert signature(type(part).make_step).parameters == want
+        with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+            part.make_step(modle=None)  # a misspelled argument fails at the call
+        with pytest.raises(TypeError, match="positional"):
+            part.make_step(None)
