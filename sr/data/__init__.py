@@ -3,8 +3,8 @@ batches: the source contract (``source``), the graph stage that makes training p
 (``pairs``: flips, the LR operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode:
 ``tfrecord`` (``data=tfrecord``, a package: records, writing, manifest, build lock,
 verification, reading), ``generator`` (``data=generator``) and ``sequence`` (``data=sequence``,
-multi-frame windows);
-the tf.data service (``service``) and the demo photos (``demo``). Imports :mod:`sr.core` only."""
+multi-frame windows); the tf.data service (``service``) and the demo photos (``demo``).
+Imports :mod:`sr.core` only."""
 
 from sr.data.generator import GeneratorConfig, GeneratorSource
 from sr.data.sequence import SequenceConfig, SequenceSource
