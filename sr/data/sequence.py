@@ -358,10 +358,9 @@ class SequenceSource(PatchSource):
     """``data=sequence``: windows of k frames at a stride from a folder of sequences, served by a
     :class:`WindowPool` through ``tf.data.Dataset.from_generator``, one batch per call.
 
-    :meth:`dataset` yields ``sr.core.batch.Batch(lq, gt)``: ``lq`` float32 ``[B, k, P/s, P/s, 1]``
-    (``[B, P/s, P/s, 1]`` when k = 1), ``gt`` float32 ``[B, P, P, 1]``, the HR of the target
-    frame, in [0, 1], Y of BT.601 as in the other modes; the same crop and flips for every frame
-    of a sample.
+    :meth:`dataset` yields ``Batch(lq, gt)``: ``lq`` float32 ``[B, k, P/s, P/s, 1]`` (``[B, P/s,
+    P/s, 1]`` when k = 1), ``gt`` float32 ``[B, P, P, 1]``, the HR of the target frame, in [0, 1],
+    Y of BT.601 as in the other modes; the same crop and flips for every frame of a sample.
 
     Keyword args: those of :class:`sr.data.source.PatchSource` (``lr_dir`` must be null), and
         frames: k >= 1. frame_stride: s >= 1. target_frame: ``last``, ``center`` or 0..k-1.
