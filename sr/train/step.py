@@ -148,10 +148,6 @@ class TrainStep:
         it from), B the global batch split over the replicas; returns the loss (the mean over
         the global batch), a float32 scalar.
 
-        Raises:
-            TypeError: ``batch`` (after ``prepare``) is not a ``sr.core.batch`` structure (a
-                plain tuple), when the step is traced.
-
         The non-finite check runs inside this ``tf.function``, with no host sync:
 
         - ``train.on_nonfinite=stop``: ``tf.math.is_finite(loss)`` (one op on a scalar) and a
@@ -165,6 +161,10 @@ class TrainStep:
           over the parameters) and the update under ``tf.cond``: a step with a non-finite loss or
           gradient applies nothing and adds 1 to ``skipped`` (as loss scaling does). Cost also
           within the noise: 28.7 vs 30.8 ms (batch 16), 12.2 vs 12.5 ms (batch 4).
+
+        Raises:
+            TypeError: ``batch`` (after ``prepare``) is not an ``sr.core.batch`` structure (a
+                plain tuple), when the step is traced, before any update.
         """
         if self.prepare is not None:
             batch = self.strategy.run(self.prepare, args=tuple(batch))
