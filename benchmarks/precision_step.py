@@ -38,6 +38,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from sr.config import compose  # noqa: E402
+from sr.core.batch import Batch  # noqa: E402
 from sr.train.checkpoint import build_model  # noqa: E402
 from sr.train.optimizers import make_optimizer  # noqa: E402
 from sr.train.parts import training_part  # noqa: E402
@@ -73,16 +74,16 @@ def make_step(cfg, precision: str):
         part = training_part(cfg, loss, channels, False, lr_scale)
         counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
         step = part.make_step(
-            model, optimizer, loss, tf.distribute.get_strategy(), int(cfg.data.batch_size),
-            counters,
+            model=model, optimizer=optimizer, loss=loss, strategy=tf.distribute.get_strategy(),
+            global_batch=int(cfg.data.batch_size), counters=counters,
         )  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy("float32")
     b, scale, hr = int(cfg.data.batch_size), int(cfg.data.scale), int(cfg.data.patch_size)
     g = tf.random.Generator.from_seed(1)
-    batch = (
-        g.uniform((b, hr // scale, hr // scale, channels)),
-        g.uniform((b, hr, hr, channels)),
+    batch = Batch(
+        lq=g.uniform((b, hr // scale, hr // scale, channels)),
+        gt=g.uniform((b, hr, hr, channels)),
     )
     about = f"{model.name}, {model.count_params() / 1e6:.2f} M, batch {b} x {hr // scale}^2 LR"
     return step.train_step, batch, f"{about} x {channels}"

@@ -11,6 +11,7 @@ import tensorflow as tf
 from PIL import Image
 
 from sr.config import TRAIN_CHOICES, ConfigError
+from sr.core.batch import Batch
 from sr.core.images import ImageFolderError
 from sr.train.checkpoint import build_model, make_checkpoint
 from sr.train.saving import NonFiniteError
@@ -134,17 +135,17 @@ def test_skip_policy_skips_non_finite_steps_and_counts_them(folders, tmp_path, c
     before = [w.numpy() for w in model.weights]
     iterations = int(trainer.optimizer.iterations)
     nan_hr = tf.fill(hr.shape, np.nan)
-    assert np.isnan(float(trainer.train_step((lr, nan_hr))))
+    assert np.isnan(float(trainer.train_step(Batch(lq=lr, gt=nan_hr))))
     assert int(trainer.skipped) == 1 and int(trainer.step) == 1
     assert int(trainer.optimizer.iterations) == iterations  # no update applied
     assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights))
-    trainer.train_step((lr, hr))
+    trainer.train_step(Batch(lq=lr, gt=hr))
     assert int(trainer.skipped) == 1 and int(trainer.optimizer.iterations) == iterations + 1
 
     # every step of a log window skipped: the model cannot recover, so the run stops
     trainer.check_finite(window=True)  # 1 of 2 skipped: a warning only
     for _ in range(3):
-        trainer.train_step((lr, nan_hr))
+        trainer.train_step(Batch(lq=lr, gt=nan_hr))
     with caplog.at_level(logging.WARNING), pytest.raises(NonFiniteError, match="last 3 steps"):
         trainer.check_finite(window=True)
     assert "skipped 3 step(s) with a non-finite loss or gradient (4 in all)" in caplog.text

@@ -18,9 +18,11 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from sr.config import ConfigError, build_source, validate
-from sr.train.gan import AdversarialTraining, GANStep, TermWindow
+from sr.core.batch import SharpenedBatch
+from sr.train.gan import TERMS, AdversarialTraining, GANStep
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.guard import DivergenceGuard
+from sr.train.window import LossWindow
 from tests.conftest import write_photos
 
 
@@ -116,7 +118,7 @@ def test_the_step_is_real_esrgans_update_written_out():
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
     step = GANStep(g, g_opt, loss, tf.distribute.get_strategy(), 2, counters,
                    discriminator=d, d_optimizer=d_opt)  # fmt: skip
-    got = step.train_step((lr, target, hr))
+    got = step.train_step(SharpenedBatch(lq=lr, gt_usm=target, gt=hr))
 
     g2, d2 = tiny_models()
     g2_opt, d2_opt = keras.optimizers.Adam(1e-2), keras.optimizers.Adam(1e-2)
@@ -134,10 +136,11 @@ def test_the_step_is_real_esrgans_update_written_out():
     assert float(got) == pytest.approx(float(l1), rel=1e-6)  # the step's loss: the pixel loss
     for a, b in zip(g.weights + d.weights, g2.weights + d2.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.name)
-    means = step.terms.read()
+    means = step.window.read_terms()
     assert means["l1"] == pytest.approx(float(l1), rel=1e-6)
     assert means["d_real_loss"] + means["d_fake_loss"] == pytest.approx(float(d_loss), rel=1e-5)
-    assert step.terms.read() is None  # read resets
+    assert step.window.read_terms() is None  # read resets
+    assert step.window.read() == (pytest.approx(float(l1), rel=1e-6), 1, pytest.approx(float(l1)))
 
 
 def bce_tf(logits, real):
@@ -146,11 +149,13 @@ def bce_tf(logits, real):
 
 
 def test_the_collapse_rule_and_term_window():
-    window = TermWindow()
-    window.add(tf.constant([0.1, 0.0, 5.0, 0.004, 0.003, 6.0, -6.0]))
-    window.add(tf.constant([float("nan")] * 7))  # a non-finite step is not averaged in
+    window = LossWindow(terms=TERMS)
+    window.add(tf.constant(0.1), tf.constant([0.1, 0.0, 5.0, 0.004, 0.003, 6.0, -6.0]))
+    window.add(tf.constant(0.3), tf.constant([float("nan")] * 7))  # not averaged in
     part = AdversarialTraining.__new__(AdversarialTraining)
-    part.guard_on, part.collapse_loss, part.means = True, 0.05, window.read()
+    part.guard_on, part.collapse_loss, part.means = True, 0.05, window.read_terms()
+    # the guard's loss is its own: the step's finite loss counts though a term was NaN
+    assert window.read() == (pytest.approx(0.4), 2, pytest.approx(0.3))
     part.explode_loss, part.d_lr = 100.0, 1e3
     verdict = part.judge(500)
     assert verdict.startswith("discriminator collapse: its mean loss in the window to step 500")

@@ -1,11 +1,12 @@
 """L1 + perceptual training without a discriminator (``loss=realesrgan discriminator=none
 loss.gan_weight=0``): the way of training is chosen from the loss and the discriminator
 together, and its step is the hand-written update of both terms, each on its own target, on
-pairs and on ``(lr, target, hr)`` triples."""
+``Batch`` pairs and on ``SharpenedBatch`` triples (``sr.core.batch``)."""
 
 from __future__ import annotations
 
 import logging
+from inspect import signature
 
 import keras
 import numpy as np
@@ -14,6 +15,7 @@ import tensorflow as tf
 from hydra.utils import instantiate
 
 from sr.config import ConfigError, build_source
+from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE, PSNR
 from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
@@ -81,9 +83,13 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
     opt = keras.optimizers.SGD(1.0)  # the update is the gradient (Adam's first: its sign)
     opt.build(g.trainable_variables)
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-    step = part.make_step(g, opt, loss, tf.distribute.get_strategy(), 2, counters)
+    step = part.make_step(
+        model=g, optimizer=opt, loss=loss, strategy=tf.distribute.get_strategy(),
+        global_batch=2, counters=counters,
+    )  # fmt: skip
     assert isinstance(step, PerceptualStep)
-    got = step.train_step((lr, target, hr) if triple else (lr, target))
+    batch = SharpenedBatch(lq=lr, gt_usm=target, gt=hr) if triple else Batch(lq=lr, gt=target)
+    got = step.train_step(batch)
 
     g2, _ = tiny_models()
     g3, _ = tiny_models()  # the bug's update: L1 alone
@@ -106,7 +112,7 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
     for a, b in zip(g.weights, g2.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.name)
     assert max(np.abs(a.numpy() - c.numpy()).max() for a, c in zip(g.weights, g3.weights)) > 1e-3
-    means = step.terms.read()
+    means = step.window.read_terms()
     assert means["l1"] == pytest.approx(float(l1), rel=1e-5)
     assert means["perceptual"] == pytest.approx(float(percep), rel=1e-5)
 
@@ -149,6 +155,8 @@ def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
 def test_every_way_of_training_implements_the_part_protocol(compose):
     """Each part the trainer can compose has every member of ``TrainingPart`` (a part that
     lacks one fails here, not at the first validation of a run)."""
+    want = signature(TrainingPart.make_step).parameters
+    assert all(p.kind == p.KEYWORD_ONLY for k, p in want.items() if k != "self")
     members = [m for m in TrainingPart.__annotations__] + [
         name for name, v in vars(TrainingPart).items() if callable(v) and not name.startswith("_")
     ]
@@ -163,3 +171,9 @@ def test_every_way_of_training_implements_the_part_protocol(compose):
         assert not missing, f"{type(part).__name__} lacks {missing}"
         assert isinstance(part, TrainingPart)
         assert part.psnr_reference in ("best", "start")
+        # make_step: the Protocol's keywords, names, kinds and defaults, in every part
+        assert signature(type(part).make_step).parameters == want
+        with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+            part.make_step(modle=None)  # a misspelled argument fails at the call
+        with pytest.raises(TypeError, match="positional"):
+            part.make_step(None)

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from sr.config import ConfigError, check_overrides
+from sr.core.batch import Batch, SharpenedBatch
 from sr.models import build_edsr
 from sr.models.discriminator import build_unet_discriminator
 from sr.models.vgg import build_torch_vgg_features
@@ -169,13 +170,14 @@ def test_a_bfloat16_step_computes_the_float32_step_in_bfloat16(policy, xla):
         opt = keras.optimizers.Adam(1e-3)
         opt.build(m.trainable_variables)
         steps[name] = TrainStep(m, opt, L1(), tf.distribute.get_strategy(), 4, counters(), xla=xla)
-    (l32, g32), (l16, g16) = (steps[k].gradients(lr, hr) for k in ("float32", "bfloat16"))
+    pair = Batch(lq=lr, gt=hr)
+    (l32, g32), (l16, g16) = (steps[k].gradients(pair) for k in ("float32", "bfloat16"))
     assert l16.dtype == tf.float32 and all(g.dtype == tf.float32 for g in g16)
     assert float(l16) == pytest.approx(float(l32), rel=1e-2)
     assert float(l16) != float(l32)  # it did compute in bfloat16
     assert cosine(g16, g32) > 0.99
     before = [w.numpy() for w in model.trainable_variables]
-    loss = steps["bfloat16"].train_step((lr, hr))
+    loss = steps["bfloat16"].train_step(pair)
     assert np.isfinite(float(loss))
     assert all(w.dtype == "float32" for w in model.trainable_variables)
     assert any(not np.array_equal(b, w.numpy()) for b, w in zip(before, model.trainable_variables))
@@ -212,7 +214,7 @@ def test_the_gan_step_under_bfloat16(policy):
         g_opt.build(g.trainable_variables), d_opt.build(d.trainable_variables)
         step = GANStep(g, g_opt, loss, tf.distribute.get_strategy(), 4, counters(),
                        discriminator=d, d_optimizer=d_opt)  # fmt: skip
-        got[name] = step.gradients(lr, hr, hr)
+        got[name] = step.gradients(SharpenedBatch(lq=lr, gt_usm=hr, gt=hr))
     g, d, vgg = parts
     assert vgg.get_layer("conv1_1").compute_dtype == "bfloat16"
     assert d.layers[1].compute_dtype == "bfloat16" and d(hr).dtype == tf.float32

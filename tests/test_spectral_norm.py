@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from sr.core.batch import Batch
 from sr.models.discriminator import build_unet_discriminator
 from sr.models.spectral_norm import SpectralNorm
 from sr.train.gan import GANStep
@@ -107,7 +108,9 @@ def test_a_gan_step_runs_three_power_iterations():
     step = GANStep(g, g_opt, RealESRGANLoss(perceptual_weight=0), tf.distribute.get_strategy(),
                    2, counters, discriminator=d, d_optimizer=d_opt)  # fmt: skip
     rng = np.random.default_rng(2)
-    step.train_step((rng.random((2, 8, 8, 3), np.float32), rng.random((2, 16, 16, 3), np.float32)))
+    step.train_step(
+        Batch(lq=rng.random((2, 8, 8, 3), np.float32), gt=rng.random((2, 16, 16, 3), np.float32))
+    )
     for layer, (kernel, u) in zip(layers, start):
         for _ in range(3):
             u, v, _ = power_iteration(kernel, u)

@@ -146,6 +146,7 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
     import tensorflow as tf
 
     from sr.config import build_source
+    from sr.core.batch import Batch
     from sr.evaluation import evaluate_folder
     from sr.train.app import run
     from sr.train.checkpoint import build_model, make_checkpoint
@@ -190,8 +191,8 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
     lr = tf.constant(rng.random((4, 24, 24, 1), dtype=np.float32))
     hr = tf.constant(rng.random((4, 96, 96, 1), dtype=np.float32))
     want = float(tf.reduce_mean(tf.square(hr - model(lr, training=True))))
-    assert float(trainer.train_step((lr, hr))) == pytest.approx(want, rel=1e-4)
-    hlo = trainer.replica_step.experimental_get_compiler_ir(lr, hr)(stage="hlo")
+    assert float(trainer.train_step(Batch(lq=lr, gt=hr))) == pytest.approx(want, rel=1e-4)
+    hlo = trainer.replica_step.experimental_get_compiler_ir(Batch(lq=lr, gt=hr))(stage="hlo")
     assert "HloModule" in hlo
 
 

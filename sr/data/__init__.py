@@ -1,10 +1,10 @@
-"""The data sources and the tf.data graph that turns them into ``(lr, hr)`` batches: the source
-contract (``source``), the graph stage that makes training pairs (``pairs``: flips, the LR
-operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode: ``tfrecord``
-(``data=tfrecord``, a package: records, writing, manifest, build lock, verification, reading),
-``generator`` (``data=generator``) and ``sequence`` (``data=sequence``, multi-frame windows);
-the tf.data service (``service``) and the demo photos (``demo``); the keys of every mode
-(``schemas``, no TensorFlow). Imports :mod:`sr.core` only.
+"""The data sources and the tf.data graph that turns them into ``sr.core.batch.Batch(lq, gt)``
+batches: the source contract (``source``), the graph stage that makes training pairs
+(``pairs``: flips, the LR operator of :mod:`sr.core.degrade`, [0, 1]), and one module per mode:
+``tfrecord`` (``data=tfrecord``, a package: records, writing, manifest, build lock,
+verification, reading), ``generator`` (``data=generator``) and ``sequence`` (``data=sequence``,
+multi-frame windows); the tf.data service (``service``) and the demo photos (``demo``); the keys
+of every mode (``schemas``, no TensorFlow). Imports :mod:`sr.core` only.
 
 The names below are imported on first use (PEP 562), so that ``sr.data.schemas`` and the config
 that reads it (``sr.config``) import no TensorFlow: a bad command line is refused before it.

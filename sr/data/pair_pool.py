@@ -78,14 +78,14 @@ def pool_step(state: tuple, batch: tuple, key, on_grid) -> tuple[tuple, tuple]:
     Args:
         state: the pool, as :func:`empty_pool` gives it: its contents ``[N, ...]`` per element
             of a pair, then the filled count (int32 scalar).
-        batch: float32 ``[b, ...]`` per element (``(lr, hr)`` or ``(lr, target, hr)``), in
-            [0, 1]; b <= N.
+        batch: float32 ``[b, ...]`` per element, in [0, 1] (``sr.core.batch.Batch`` or
+            ``SharpenedBatch``; its fields in order are the pool's elements); b <= N.
         key: int64 ``[2]``, :func:`pool_key` of the batch.
         on_grid: per element, whether its values are k / 255 (held as uint8, exactly).
 
     Returns:
-        The new state, and the batch to train on: ``batch`` itself while the pool fills, else b
-        pairs of the shuffled pool (module docstring).
+        The new state, and the batch to train on, of ``batch``'s structure: ``batch`` itself
+        while the pool fills, else b pairs of the shuffled pool (module docstring).
     """
     *content, filled = state
     size = content[0].shape[0]
@@ -111,8 +111,8 @@ def pool_step(state: tuple, batch: tuple, key, on_grid) -> tuple[tuple, tuple]:
         return (*new, filled), out
 
     new_state, out = tf.cond(filled < size, fill, swap)
-    out = tuple(tf.ensure_shape(o, x.shape) for o, x in zip(out, batch))
-    return new_state, out
+    out = [tf.ensure_shape(o, x.shape) for o, x in zip(out, batch)]
+    return new_state, tf.nest.pack_sequence_as(batch, out)  # the batch's own structure
 
 
 def fill_batches(size: int, batch: int) -> int:
@@ -156,7 +156,8 @@ def pooled(pairs: tf.data.Dataset, size: int, on_grid, seed_of, full: bool = Fal
     state a saved tf.data iterator holds.
 
     Args:
-        pairs: ``(index, (lr, hr, ...))`` elements, index int64.
+        pairs: ``(index, batch)`` elements, index int64, batch an ``sr.core.batch.Batch`` or
+            ``SharpenedBatch``.
         size: N.
         on_grid: per element of a pair, whether it is on the 8-bit grid.
         seed_of: ``index tensor -> int64 [2]``, the batch's first degradation seed.
@@ -164,7 +165,7 @@ def pooled(pairs: tf.data.Dataset, size: int, on_grid, seed_of, full: bool = Fal
             rebuilt from :func:`rebuild_start`); else an empty one.
 
     Returns:
-        The pooled ``(lr, hr, ...)`` batches, one per element of ``pairs``.
+        The pooled batches (of the same structure), one per element of ``pairs``.
     """
     spec = pairs.element_spec[1]
     state = empty_pool(size, [s.shape[1:] for s in spec], on_grid)
@@ -173,7 +174,7 @@ def pooled(pairs: tf.data.Dataset, size: int, on_grid, seed_of, full: bool = Fal
 
     def step(state, element):
         index, batch = element
-        return pool_step(state, tuple(batch), pool_key(seed_of(index)), on_grid)
+        return pool_step(state, batch, pool_key(seed_of(index)), on_grid)
 
     return pairs.scan(state, step)
 
@@ -216,7 +217,8 @@ class DevicePool:
         place; inside the training step's ``tf.function``, on the replica's device.
 
         Args:
-            batch: float32 ``(lr, hr, ...)`` of this replica, ``[b, ...]`` each.
+            batch: this replica's ``sr.core.batch.Batch`` or ``SharpenedBatch``, float32
+                ``[b, ...]`` each.
             first_seed: int64 ``[2]``, the batch's first degradation seed.
         """
         pool = self.pools[self._replica() % len(self.pools)]
@@ -261,9 +263,9 @@ def check_pool(source) -> None:
 
 
 def pair_layout(source) -> tuple[list, tuple]:
-    """``(shapes, on_grid)`` of one of the source's pairs: ``[h, w, C]`` per element (LR, HR,
-    and the HR as it is with ``plain_target``) and whether each is on the 8-bit grid (all but
-    the LR's unrounded Y)."""
+    """``(shapes, on_grid)`` of one of the source's pairs: ``[h, w, C]`` per field of its
+    ``sr.core.batch`` structure (``lq``, ``gt``; with ``plain_target`` ``lq``, ``gt_usm``,
+    ``gt``) and whether each is on the 8-bit grid (all but the LQ's unrounded Y)."""
     c = 3 if source.channels == "rgb" else 1
     p, big = source.lr_patch_size, source.patch_size
     shapes, grid = [[p, p, c], [big, big, c]], [source.channels == "rgb", True]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from sr.core.batch import Batch, SharpenedBatch
 from sr.core.color import gray_of, y_of, y_rounded
 from sr.core.degrade import flip_batch, make_lr
 from sr.data.schemas import FLIPS
@@ -104,7 +105,7 @@ def made_pairs(
     degradation,
     seeds,
     plain: bool = False,
-) -> tuple[tf.Tensor, ...]:
+) -> Batch | SharpenedBatch:
     """Pairs of ``data.channels=rgb`` or of a degradation other than bicubic, from RGB crops.
 
     The crop is flipped, its LR made by ``degradation`` (``sr.degradations.Bicubic``: the
@@ -130,8 +131,9 @@ def made_pairs(
             with ``degradation.gt_usm``): :func:`degraded_pairs`.
 
     Returns:
-        ``(lr, hr)``: float32 ``[B, P / s, P / s, C]`` and ``[B, P, P, C]`` in [0, 1], C = 1
-        (Y) or 3 (RGB); the LR on the 8-bit grid for RGB. With ``plain``, ``(lr, target, hr)``.
+        ``sr.core.batch.Batch(lq, gt)``: float32 ``[B, P / s, P / s, C]`` and ``[B, P, P, C]``
+        in [0, 1], C = 1 (Y) or 3 (RGB); the LQ on the 8-bit grid for RGB. With ``plain``,
+        ``SharpenedBatch(lq, gt_usm, gt)`` (:func:`degraded_pairs`).
     """
     flips = tuple(flips)
     if degradation.name != "bicubic":
@@ -141,7 +143,8 @@ def made_pairs(
     if margin:  # cut, then flip: the same square (the margin is the same on every side)
         hr = hr[:, margin:-margin, margin:-margin, :]
     hr = tf.cast(flip_batch(hr, flips), tf.float32) / 255.0
-    return _cut_and_convert(lr, hr, gray, scale, 0, channels)
+    lq, gt = _cut_and_convert(lr, hr, gray, scale, 0, channels)
+    return Batch(lq=lq, gt=gt)
 
 
 def degraded_pairs(
@@ -153,7 +156,7 @@ def degraded_pairs(
     degradation,
     seeds,
     plain: bool = False,
-) -> tuple[tf.Tensor, ...]:
+) -> Batch | SharpenedBatch:
     """The degradation's pairs of flipped RGB crops: :func:`made_pairs` after the flips. It
     runs in the input pipeline, or, with ``degradation.device=accelerator``, in the training
     step on the model's device (``sr.data.source.PatchSource.device_stage``).
@@ -163,14 +166,16 @@ def degraded_pairs(
             degradation, seeds: as :func:`made_pairs`.
 
     Returns:
-        ``(lr, hr)`` as :func:`made_pairs`; the HR is the degradation's target (sharpened with
-        ``degradation.gt_usm``). With ``plain``, ``(lr, target, hr)``: the HR as it is too.
+        ``sr.core.batch.Batch(lq, gt)`` as :func:`made_pairs`, ``gt`` the degradation's target
+        (sharpened with ``degradation.gt_usm``). With ``plain``,
+        ``SharpenedBatch(lq, gt_usm, gt)``: the target and the HR as it is.
     """
     out = degradation.pair(tf.cast(hr, tf.float32) / 255.0, scale, seeds, plain=plain)
-    lr, target = _cut_and_convert(out[0], out[1], gray, scale, margin, channels)
+    lq, target = _cut_and_convert(out[0], out[1], gray, scale, margin, channels)
     if not plain:
-        return lr, target
-    return lr, target, _cut_and_convert(out[0], out[2], gray, scale, margin, channels)[1]
+        return Batch(lq=lq, gt=target)
+    gt = _cut_and_convert(out[0], out[2], gray, scale, margin, channels)[1]
+    return SharpenedBatch(lq=lq, gt_usm=target, gt=gt)
 
 
 def _cut_and_convert(lr, hr, gray, scale: int, margin: int, channels: str):
@@ -205,7 +210,7 @@ def make_pairs(
     rot90: bool = False,
     seed=None,
     gray: tf.Tensor | None = None,
-) -> tuple[tf.Tensor, tf.Tensor]:
+) -> Batch:
     """Turn a batch of uint8 Y patches into augmented float training pairs.
 
     Args:
@@ -224,9 +229,9 @@ def make_pairs(
         gray: bool ``[B]`` with RGB ``hr``: crops of gray images.
 
     Returns:
-        ``(lr, hr)``: float32 ``[B, P / s, P / s, 1]`` and ``[B, P, P, 1]`` in [0, 1]; LR on the
-        8-bit grid (k / 255), ``make_lr(hr, scale, margin)`` of the flipped crop (RGB ``hr``:
-        the Y of the 8-bit RGB LR, :func:`rgb_pairs`).
+        ``sr.core.batch.Batch(lq, gt)``: float32 ``[B, P / s, P / s, 1]`` and ``[B, P, P, 1]``
+        in [0, 1]; the LQ on the 8-bit grid (k / 255), ``make_lr(hr, scale, margin)`` of the
+        flipped crop (RGB ``hr``: the Y of the 8-bit RGB LR, :func:`rgb_pairs`).
 
     Raises:
         ValueError: for pre-made LR with a margin or with RGB patches, or sizes that are not
@@ -247,7 +252,7 @@ def make_pairs(
     if margin:
         hr = hr[:, margin:-margin, margin:-margin, :]
     hr = flip_batch(tf.cast(hr, tf.float32), flips)  # float where is cheaper than on uint8
-    return lr / 255.0, hr / 255.0
+    return Batch(lq=lr / 255.0, gt=hr / 255.0)
 
 
 def make_window_pairs(
@@ -258,7 +263,7 @@ def make_window_pairs(
     flips: str = "hv",
     rot90: bool = False,
     seed=None,
-) -> tuple[tf.Tensor, tf.Tensor]:
+) -> Batch:
     """Multi-frame training pairs from a batch of windows (``data=sequence``).
 
     Every frame of a sample gets the sample's flips (one draw of :func:`random_masks` per
@@ -271,8 +276,9 @@ def make_window_pairs(
         target: index (0..k-1) of the frame whose HR is the target.
 
     Returns:
-        ``(lr, hr)``: float32 ``[B, k, P / s, P / s, 1]`` (``[B, P / s, P / s, 1]`` when k = 1)
-        and ``[B, P, P, 1]``, the target frame's HR, in [0, 1]; LR on the 8-bit grid.
+        ``sr.core.batch.Batch(lq, gt)``: float32 ``[B, k, P / s, P / s, 1]``
+        (``[B, P / s, P / s, 1]`` when k = 1) and ``[B, P, P, 1]``, the target frame's HR, in
+        [0, 1]; the LQ on the 8-bit grid.
     """
     k, c = hr.shape[1], hr.shape[2]
     flip_v, flip_h, transpose = random_masks(hr, flips, rot90, seed)
@@ -288,4 +294,4 @@ def make_window_pairs(
     target_hr = flip_batch(
         tf.cast(target_hr, tf.float32), (flip_v, flip_h, transpose if rot90 else None)
     )
-    return lr / 255.0, target_hr / 255.0
+    return Batch(lq=lr / 255.0, gt=target_hr / 255.0)

@@ -42,8 +42,9 @@ def pairs_dataset(
             one pipeline, global batches.
 
     Returns:
-        Endless ``tf.data.Dataset`` of ``(lr, hr)``: float32 ``[B, P/s, P/s, 1]`` and
-        ``[B, P, P, 1]`` in [0, 1] (see the module docstring).
+        Endless ``tf.data.Dataset`` of ``sr.core.batch.Batch(lq, gt)``: float32
+        ``[B, P/s, P/s, 1]`` and ``[B, P, P, 1]`` in [0, 1] (or what ``source.to_pairs``
+        gives: ``SharpenedBatch``, a device stage's crops).
 
     Raises:
         ImageFolderError: if the image folder is missing or holds no usable image.

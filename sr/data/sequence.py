@@ -343,9 +343,9 @@ class SequenceSource(PatchSource):
     """``data=sequence``: windows of k frames at a stride from a folder of sequences, served by a
     :class:`WindowPool` through ``tf.data.Dataset.from_generator``, one batch per call.
 
-    :meth:`dataset` yields ``(lr, hr)``: ``lr`` float32 ``[B, k, P/s, P/s, 1]`` (``[B, P/s, P/s,
-    1]`` when k = 1), ``hr`` float32 ``[B, P, P, 1]``, the HR of the target frame, in [0, 1], Y of
-    BT.601 as in the other modes; the same crop and flips for every frame of a sample.
+    :meth:`dataset` yields ``Batch(lq, gt)``: ``lq`` float32 ``[B, k, P/s, P/s, 1]`` (``[B, P/s,
+    P/s, 1]`` when k = 1), ``gt`` float32 ``[B, P, P, 1]``, the HR of the target frame, in [0, 1],
+    Y of BT.601 as in the other modes; the same crop and flips for every frame of a sample.
 
     Keyword args: those of :class:`sr.data.source.PatchSource` (``lr_dir`` must be null), and
         frames: k >= 1. frame_stride: s >= 1. target_frame: ``last``, ``center`` or 0..k-1.
@@ -546,8 +546,8 @@ class SequenceSource(PatchSource):
         return tf.data.Dataset.from_generator(lambda: pool(start), output_signature=signature)
 
     def to_pairs(self, batch, index=None, pipeline: int = 0):
-        """``(lr, hr)`` of a window batch (``sr.data.pairs.make_window_pairs``), flips seeded as
-        :meth:`PatchSource.to_pairs`'s."""
+        """``sr.core.batch.Batch(lq, gt)`` of a window batch
+        (``sr.data.pairs.make_window_pairs``), flips seeded as :meth:`PatchSource.to_pairs`'s."""
         return make_window_pairs(
             batch["hr"],
             self.scale,

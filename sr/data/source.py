@@ -3,9 +3,10 @@ source into training batches.
 
 ``hydra.utils.instantiate(cfg.data)`` returns a :class:`PatchSource` (the ``_target_`` of the
 chosen ``conf/data/<mode>.yaml``); its :meth:`PatchSource.dataset` is an endless
-``tf.data.Dataset`` of ``(lr, hr)`` batches:
+``tf.data.Dataset`` of ``sr.core.batch.Batch(lq, gt)`` batches (a named tuple: ``[0]`` the LR,
+``[1]`` the HR):
 
-- ``lr``: float32 ``[B, P/s, P/s, 1]``, ``hr``: float32 ``[B, P, P, 1]``, values in [0, 1];
+- ``lq``: float32 ``[B, P/s, P/s, 1]``, ``gt``: float32 ``[B, P, P, 1]``, values in [0, 1];
 - the channel is Y of BT.601 as MATLAB ``rgb2ycbcr`` (16..235, divided by 255; ``sr.core.color``);
 - LR is the project's LR operator (``sr.core.degrade``) applied to an HR crop with a margin (no
   border error), rounded to the 8-bit grid; or, with ``lr_dir``, pre-made LR images;
@@ -122,8 +123,8 @@ class PatchSource(abc.ABC):
     checkpoint_iterator: ClassVar[bool] = False
     # whether the source can give RGB crops (data.channels=rgb, degradations made from RGB)
     makes_rgb: ClassVar[bool] = True
-    # a degradation's pairs also give the HR as it is, after the sharpened target: (lr, target,
-    # hr) (set by sr.config.build_source for the GAN stage's loss.gan_gt_usm=false)
+    # a degradation's pairs also give the HR as it is, after the sharpened target:
+    # SharpenedBatch(lq, gt_usm, gt) (set by sr.config.build_source for loss.gan_gt_usm=false)
     plain_target: bool = False
     # degradation.pool_size on the accelerator: the pool of the device stage (sr.data.pair_pool)
     device_pool = None
@@ -401,9 +402,11 @@ class PatchSource(abc.ABC):
 
     def to_pairs(
         self, batch: dict[str, tf.Tensor], index: tf.Tensor | None = None, pipeline: int = 0
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """The shared graph stage: augmented float ``(lr, hr)`` from a patch batch
-        (``sr.data.pairs.make_pairs``).
+    ) -> tuple:
+        """The shared graph stage: an augmented float ``sr.core.batch.Batch(lq, gt)`` from a
+        patch batch (``sr.data.pairs.make_pairs``; ``SharpenedBatch(lq, gt_usm, gt)`` with
+        :attr:`plain_target`), or with a device stage the flipped clean crops it takes
+        (``(hr, gray, seeds)``, :meth:`device_stage`).
 
         Args:
             batch: a batch of :meth:`patch_dataset`.
@@ -448,7 +451,7 @@ class PatchSource(abc.ABC):
         """The part of the pair stage that runs in the training step, on the model's device:
         None when the input pipeline makes whole pairs (the default); with
         ``degradation.device=accelerator`` a function ``(hr uint8 [B, c, c, 3], gray bool [B],
-        seeds int64 [B, 2]) -> (lr, hr)`` (``sr.data.pairs.degraded_pairs``), the input pipeline
+        seeds int64 [B, 2]) -> Batch`` (``sr.data.pairs.degraded_pairs``), the input pipeline
         then yielding those flipped clean crops (a GPU's input pipeline only decodes, crops and
         flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU; then through the training-pair
         pool of ``degradation.pool_size`` (:attr:`device_pool`, from :meth:`device_state`)."""
@@ -517,5 +520,6 @@ class PatchSource(abc.ABC):
     def dataset(
         self, start: int = 0, context: tf.distribute.InputContext | None = None
     ) -> tf.data.Dataset:
-        """Endless ``(lr, hr)`` batches from batch ``start`` on: :func:`pairs_dataset`."""
+        """Endless ``sr.core.batch.Batch(lq, gt)`` batches from batch ``start`` on:
+        :func:`pairs_dataset`."""
         return pairs_dataset(self, start, context)

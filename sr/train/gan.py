@@ -28,10 +28,12 @@ import hydra
 import keras
 import tensorflow as tf
 
+from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.schedule import ScaledSchedule
 from sr.train.step import TrainStep, all_finite, clip_by_global_norm
+from sr.train.window import LossWindow, terms_window
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -41,54 +43,38 @@ perceptual and GAN terms, the discriminator's two cross-entropies, and its mean 
 (``D(real)``) and on the SR (``D(fake)``)."""
 
 
-class TermWindow:
-    """Device-side sums of the terms ``names`` (default :data:`TERMS`) since the host last read
-    them, and their count."""
-
-    def __init__(self, names: tuple[str, ...] = TERMS):
-        self.names = tuple(names)
-        self.total = tf.Variable(tf.zeros([len(names)]), trainable=False, name="gan_term_sums")
-        self.count = tf.Variable(0.0, trainable=False, name="gan_term_count")
-
-    def add(self, terms: tf.Tensor) -> None:
-        finite = tf.reduce_all(tf.math.is_finite(terms))
-        self.total.assign_add(tf.where(finite, terms, 0.0))
-        self.count.assign_add(tf.cast(finite, tf.float32))
-
-    def read(self) -> dict[str, float] | None:
-        """The means of the terms since the last read (None if no finite step); resets."""
-        total, count = self.total.numpy(), float(self.count.numpy())
-        self.total.assign(tf.zeros_like(self.total))
-        self.count.assign(0.0)
-        return {k: float(v) / count for k, v in zip(self.names, total)} if count else None
-
-
 class GANStep(TrainStep):
-    """One generator and one discriminator update on a (distributed) batch ``(lr, target)`` or
-    ``(lr, target, hr)`` (the HR as it is, beside the sharpened target, when a term asks for
-    it: ``loss.*_gt_usm``). The arguments are :class:`sr.train.step.TrainStep`'s, with the
+    """One generator and one discriminator update on a (distributed) ``sr.core.batch.Batch``
+    ``(lq, gt)`` or ``SharpenedBatch`` ``(lq, gt_usm, gt)`` (the HR as it is beside the
+    sharpened target, when a term asks for it: ``loss.*_gt_usm``; each term takes
+    ``batch.target(its key)``). The arguments are :class:`sr.train.step.TrainStep`'s, with the
     ``loss`` a :class:`sr.train.gan_loss.RealESRGANLoss`, plus the ``discriminator`` and its
-    ``d_optimizer``. ``train.clip_norm`` clips the generator's gradient. The step's loss (the
-    divergence guard's, the log's) is the unweighted L1 term: the pixel loss."""
+    ``d_optimizer``; its ``window`` records :data:`TERMS` (one is made without it).
+    ``train.clip_norm`` clips the generator's gradient. The step's loss (the divergence
+    guard's, the log's) is the unweighted L1 term: the pixel loss.
 
-    def __init__(self, *args, discriminator: keras.Model, d_optimizer, terms=None, **kwargs):
+    Raises:
+        ValueError: a ``window`` whose terms are not :data:`TERMS`.
+    """
+
+    def __init__(self, *args, discriminator: keras.Model, d_optimizer, **kwargs):
         self.discriminator, self.d_optimizer = discriminator, d_optimizer
-        self.terms = terms or TermWindow()  # create it in the strategy's scope
         super().__init__(*args, **kwargs)
+        self.window = terms_window(self.window, TERMS, not self.skip_nonfinite)
 
-    def _gradients(self, lr, target, hr):
-        """Forward and backward pass of one replica: its shares of :data:`TERMS` (float32
-        ``[7]``), the generator's and the discriminator's gradients."""
+    def _gradients(self, batch: Batch | SharpenedBatch):
+        """Forward and backward pass of one replica on its ``batch``: its shares of
+        :data:`TERMS` (float32 ``[7]``), the generator's and the discriminator's gradients."""
         loss, d = self.loss, self.discriminator
         share = lambda x: tf.nn.compute_average_loss(x, global_batch_size=self.global_batch)  # noqa: E731
         with tf.GradientTape(persistent=True) as tape:
-            sr = tf.cast(self.model(lr, training=True), tf.float32)
-            l1 = share(loss.l1(target if loss.l1_gt_usm else hr, sr))
-            percep = share(loss.perceptual(target if loss.percep_gt_usm else hr, sr))
+            sr = tf.cast(self.model(batch.lq, training=True), tf.float32)
+            l1 = share(loss.l1(batch.target(loss.l1_gt_usm), sr))
+            percep = share(loss.perceptual(batch.target(loss.percep_gt_usm), sr))
             fake_g = d(sr, training=True)
             gan = share(loss.generator_gan(fake_g))
             g_loss = loss.l1_weight * l1 + loss.perceptual_weight * percep + loss.gan_weight * gan
-            real_logits = d(target if loss.gan_gt_usm else hr, training=True)
+            real_logits = d(batch.target(loss.gan_gt_usm), training=True)
             fake_logits = d(tf.stop_gradient(sr), training=True)
             d_real, d_fake = (share(t) for t in loss.discriminator(real_logits, fake_logits))
             scaled_g = self.optimizer.scale_loss(g_loss)
@@ -100,11 +86,10 @@ class GANStep(TrainStep):
                  for x in (real_logits, fake_logits)]  # fmt: skip
         return tf.stack([l1, percep, gan, d_real, d_fake, *means]), g_grads, d_grads
 
-    def _replica_step(self, lr, target, hr=None):
-        """One replica's share of the GAN update; returns its shares of :data:`TERMS` and
-        whether the step is finite on every replica (float32 1 or 0)."""
-        hr = target if hr is None else hr
-        terms, g_grads, d_grads = self.gradients(lr, target, hr)
+    def _replica_step(self, batch: Batch | SharpenedBatch):
+        """One replica's share of the GAN update on its ``batch``; returns its shares of
+        :data:`TERMS` and whether the step is finite on every replica (float32 1 or 0)."""
+        terms, g_grads, d_grads = self.gradients(batch)
         if self.clip_norm is not None:
             unscale = tf.cast(self.optimizer.scale_loss(tf.constant(1.0)), tf.float32)
             g_grads = clip_by_global_norm(g_grads, float(self.clip_norm), unscale)
@@ -128,11 +113,9 @@ class GANStep(TrainStep):
         return terms, tf.cast(bad == 0, tf.float32)
 
     def record(self, terms: tf.Tensor) -> tf.Tensor:
-        """Record the step's terms (:class:`TermWindow`) and its pixel loss (the guard's
-        window); returns the pixel loss."""
-        self.terms.add(terms)
-        if self.window is not None:
-            self.window.add(terms[0])
+        """Record the step's pixel loss (the guard's) and its terms in the loss window; returns
+        the pixel loss."""
+        self.window.add(terms[0], terms)
         return terms[0]
 
 
@@ -156,6 +139,7 @@ class AdversarialTraining:
 
     best = NIQE
     psnr_reference = "start"
+    terms = TERMS  # what its step records in the loss window, beside the pixel loss
 
     def __init__(self, cfg, loss: RealESRGANLoss, channels: int, mixed: bool, lr_scale):
         d = cfg.discriminator
@@ -172,7 +156,6 @@ class AdversarialTraining:
         )
         self.d_optimizer = keras.optimizers.LossScaleOptimizer(optimizer) if mixed else optimizer
         self.d_optimizer.build(self.discriminator.trainable_variables)
-        self.terms = TermWindow()  # here, in the strategy's scope (as the loop's LossWindow)
         self.step: GANStep | None = None
         self.means: dict[str, float] | None = None  # of the last log window, not yet judged
         log.info(
@@ -189,18 +172,34 @@ class AdversarialTraining:
         """The variables checked finite before every save."""
         return [*self.discriminator.weights, *self.d_optimizer.variables]
 
-    def make_step(self, *args, **kwargs) -> GANStep:
-        """The :class:`GANStep` (arguments: :class:`sr.train.step.TrainStep`'s)."""
+    def make_step(
+        self,
+        *,
+        model: keras.Model,
+        optimizer,
+        loss,
+        strategy: tf.distribute.Strategy,
+        global_batch: int,
+        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
+        skip_nonfinite: bool = False,
+        xla: bool = False,
+        clip_norm: float | None = None,
+        window: LossWindow | None = None,
+        prepare=None,
+    ) -> GANStep:
+        """The :class:`GANStep` of these arguments (:class:`sr.train.step.TrainStep`'s) with
+        the part's discriminator and its optimizer; ``window`` made with :attr:`terms`."""
         self.step = GANStep(
-            *args, discriminator=self.discriminator, d_optimizer=self.d_optimizer,
-            terms=self.terms, **kwargs,
+            model, optimizer, loss, strategy, global_batch, counters,
+            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
+            prepare=prepare, discriminator=self.discriminator, d_optimizer=self.d_optimizer,
         )  # fmt: skip
         return self.step
 
     def log_window(self, step: int, writer) -> None:
         """The GAN's log line and ``gan/`` scalars (each term, D(real), D(fake)) of the steps
         since the last one."""
-        self.means = self.step.terms.read()
+        self.means = self.step.window.read_terms()
         if self.means is None:
             return
         m = self.means
@@ -264,7 +263,7 @@ class AdversarialTraining:
     def forget(self) -> None:
         """After a rollback: the diverged steps' terms are dropped."""
         if self.step is not None:
-            self.step.terms.read()
+            self.step.window.read_terms()
         self.means = None
 
     def describe(self) -> str:

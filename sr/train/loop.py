@@ -32,9 +32,9 @@ from sr.train.report import Reporting
 from sr.train.rollback import GuardPolicy
 from sr.train.saving import CheckpointPolicy
 from sr.train.schedule import train_schedule
-from sr.train.step import LossWindow
 from sr.train.timing import StepTimer
 from sr.train.validation import Validator
+from sr.train.window import LossWindow
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)
         self.stepper = self.part.make_step(
-            model, self.optimizer, self.loss, self.strategy, self.global_batch, counters,
+            model=model, optimizer=self.optimizer, loss=self.loss, strategy=self.strategy,
+            global_batch=self.global_batch, counters=counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
             clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
         )  # fmt: skip
@@ -184,7 +185,6 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
         self.guard_state = make_guard_state()  # the learning-rate factor of the rollbacks
-        self.window = LossWindow(count_nonfinite=not self.skip_nonfinite)
         self.schedule = train_schedule(
             self.cfg,
             self.progress if self.budget is not None else None,
@@ -196,6 +196,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         # sr.train.parts, created here in the strategy's scope
         channels = int(self.model.outputs[0].shape[-1])
         self.part = training_part(self.cfg, self.loss, channels, mixed, self.guard_state.lr_scale)
+        # the guard's loss and the part's terms between two log lines (sr.train.window)
+        self.window = LossWindow(not self.skip_nonfinite, self.part.terms)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         # device-side non-finite record, not checkpointed: the first step whose loss was
         # NaN or inf (-1: none; policy stop) and the count of skipped steps (policy skip)
@@ -240,9 +242,9 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.restore_dir = self.resume_dir / "checkpoints"
 
     def next_batch(self, iterator):
-        """The next step's batch (``(lr, hr)``, or what the source's device stage takes) with
-        one replica's share, or, with several replicas, one batch per local replica, each placed
-        on its replica's device."""
+        """The next step's batch (an ``sr.core.batch.Batch``, or what the source's device stage
+        takes) with one replica's share, or, with several replicas, one batch per local replica,
+        each placed on its replica's device (the structure kept)."""
         if self.strategy.num_replicas_in_sync == 1:
             return next(iterator)
         batches = [next(iterator) for _ in range(self.local_replicas)]
@@ -253,7 +255,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 lambda ctx: tf.identity(batches[ctx.replica_id_in_sync_group - first][k])
             )
 
-        return tuple(part(k) for k in range(len(batches[0])))
+        return tf.nest.pack_sequence_as(batches[0], [part(k) for k in range(len(batches[0]))])
 
     def data_iterator(self):
         """This worker's iterator of ``loader.dataset()`` at the current step: its input

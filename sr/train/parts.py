@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol, runtime_checkable
 
+import keras
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
@@ -16,7 +17,8 @@ from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.perceptual import PerceptualTraining
 from sr.train.pretrained import init_discriminator
-from sr.train.step import PixelTraining
+from sr.train.step import PixelTraining, TrainStep
+from sr.train.window import LossWindow
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -32,10 +34,14 @@ class TrainingPart(Protocol):
         psnr_reference: what a validation collapse is judged against: ``best`` (the best
             validation PSNR so far, ``train.guard_val_drop``) or ``start`` (the stage's start,
             its ``train.init_from`` weights, ``train.guard_gan_val_drop``).
+        terms: the names of the terms its step records in the loss window beside the guard's
+            loss (``()``: none); the trainer makes the window with them
+            (:class:`sr.train.window.LossWindow`).
     """
 
     best: BestRule
     psnr_reference: str
+    terms: tuple[str, ...]
 
     def checkpoint_parts(self) -> dict:
         """Trackables added to every checkpoint (``{"discriminator": ..., ...}``)."""
@@ -45,8 +51,24 @@ class TrainingPart(Protocol):
         """Variables checked finite before every save, beside the model's."""
         ...
 
-    def make_step(self, *args, **kwargs):
-        """The ``sr.train.step.TrainStep`` (or subclass) of the run, with its arguments."""
+    def make_step(
+        self,
+        *,
+        model: keras.Model,
+        optimizer,
+        loss,
+        strategy: tf.distribute.Strategy,
+        global_batch: int,
+        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
+        skip_nonfinite: bool = False,
+        xla: bool = False,
+        clip_norm: float | None = None,
+        window: LossWindow | None = None,
+        prepare=None,
+    ) -> TrainStep:
+        """The run's step: a :class:`sr.train.step.TrainStep` (or subclass) of these arguments,
+        keywords only (their meaning: ``TrainStep``'s Args); ``window`` made with
+        :attr:`terms`."""
         ...
 
     def log_window(self, step: int, writer) -> None:

@@ -6,20 +6,23 @@ Many recipes train a perceptual-only stage between the L1 model and the GAN (ESR
 "perceptual" baselines; BasicSR's ``SRModel`` with a ``perceptual_opt`` and no discriminator).
 The generator's loss is Real-ESRGAN's without its GAN term: ``l1_weight L1(target_l1, SR) +
 perceptual_weight perceptual(target_percep, SR)`` (:class:`sr.train.gan_loss.RealESRGANLoss`),
-each term on the target its ``loss.*_gt_usm`` key names, so that the batch is ``(lr, target)``
-or ``(lr, target, hr)`` as in the GAN stage.
+each term on the target its ``loss.*_gt_usm`` key names (``batch.target(key)``), so that the
+batch is an ``sr.core.batch.Batch`` ``(lq, gt)`` or ``SharpenedBatch`` ``(lq, gt_usm, gt)`` as in
+the GAN stage.
 """
 
 from __future__ import annotations
 
 import logging
 
+import keras
 import tensorflow as tf
 
+from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE, PSNR
-from sr.train.gan import TermWindow
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.step import TrainStep
+from sr.train.window import LossWindow, terms_window
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -29,37 +32,40 @@ TERMS = ("l1", "perceptual")
 
 class PerceptualStep(TrainStep):
     """One generator update on ``l1_weight L1 + perceptual_weight perceptual`` for a
-    (distributed) batch ``(lr, target)`` or ``(lr, target, hr)``: float32 ``[B, h, w, C]``,
-    ``[B, s h, s w, C]`` (and ``[B, s h, s w, C]``) in [0, 1], the target the sharpened HR with
-    ``degradation.gt_usm``. The arguments are :class:`sr.train.step.TrainStep`'s, with the
-    ``loss`` a :class:`sr.train.gan_loss.RealESRGANLoss` whose VGG is built, plus the
-    :class:`sr.train.gan.TermWindow` of :data:`TERMS`. The step's loss (the divergence guard's,
-    the log's) is the weighted sum that is minimised."""
+    (distributed) ``sr.core.batch.Batch`` ``(lq, gt)`` or ``SharpenedBatch``
+    ``(lq, gt_usm, gt)``: float32 ``[B, h, w, C]`` and ``[B, s h, s w, C]`` in [0, 1], ``gt``
+    the sharpened HR with ``degradation.gt_usm`` unless ``gt_usm`` is there. The arguments are
+    :class:`sr.train.step.TrainStep`'s, with the ``loss`` a
+    :class:`sr.train.gan_loss.RealESRGANLoss` whose VGG is built; its ``window`` records
+    :data:`TERMS` (one is made without it). The step's loss (the divergence guard's, the log's)
+    is the weighted sum that is minimised.
 
-    def __init__(self, *args, terms: TermWindow | None = None, **kwargs):
-        self.terms = terms or TermWindow(TERMS)  # create it in the strategy's scope
+    Raises:
+        ValueError: a ``window`` whose terms are not :data:`TERMS`.
+    """
+
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.window = terms_window(self.window, TERMS, not self.skip_nonfinite)
 
-    def _gradients(self, lr, target, hr=None):
-        """Forward and backward pass of one replica: its shares of ``[loss, l1, perceptual]``
-        (float32 ``[3]``) and the gradients of the (scaled) loss."""
-        loss, hr = self.loss, target if hr is None else hr
+    def _gradients(self, batch: Batch | SharpenedBatch):
+        """Forward and backward pass of one replica on its ``batch``: its shares of
+        ``[loss, l1, perceptual]`` (float32 ``[3]``) and the gradients of the (scaled) loss."""
+        loss = self.loss
         share = lambda x: tf.nn.compute_average_loss(x, global_batch_size=self.global_batch)  # noqa: E731
         with tf.GradientTape() as tape:
-            sr = tf.cast(self.model(lr, training=True), tf.float32)
-            l1 = share(loss.l1(target if loss.l1_gt_usm else hr, sr))
-            percep = share(loss.perceptual(target if loss.percep_gt_usm else hr, sr))
+            sr = tf.cast(self.model(batch.lq, training=True), tf.float32)
+            l1 = share(loss.l1(batch.target(loss.l1_gt_usm), sr))
+            percep = share(loss.perceptual(batch.target(loss.percep_gt_usm), sr))
             total = loss.l1_weight * l1 + loss.perceptual_weight * percep
             scaled = self.optimizer.scale_loss(total)
         grads = tape.gradient(scaled, self.model.trainable_variables)
         return tf.stack([total, l1, percep]), grads
 
     def record(self, terms: tf.Tensor) -> tf.Tensor:
-        """Record the unweighted terms (:attr:`terms`) and the weighted loss (the guard's
-        window); returns the weighted loss."""
-        self.terms.add(terms[1:])
-        if self.window is not None:
-            self.window.add(terms[0])
+        """Record the weighted loss (the guard's) and the unweighted terms (:data:`TERMS`) in
+        the loss window; returns the weighted loss."""
+        self.window.add(terms[0], terms[1:])
         return terms[0]
 
 
@@ -81,13 +87,14 @@ class PerceptualTraining:
         ConfigError: the VGG19 weights file is missing or not VGG19's (from ``loss.build()``).
     """
 
+    terms = TERMS  # what its step records in the loss window, beside the loss
+
     def __init__(self, loss: RealESRGANLoss):
         loss.build()
         self.loss = loss
         perceptual = loss.perceptual_weight > 0
         self.best = NIQE if perceptual else PSNR
         self.psnr_reference = "start" if perceptual else "best"
-        self.terms = TermWindow(TERMS)  # here, in the strategy's scope
         self.step: PerceptualStep | None = None
         log.info("L1 + perceptual training without a discriminator: loss %s", loss.describe())
 
@@ -99,14 +106,33 @@ class PerceptualTraining:
         """Variables of the part checked finite before every save: none."""
         return []
 
-    def make_step(self, *args, **kwargs) -> PerceptualStep:
-        """The :class:`PerceptualStep` (arguments: :class:`sr.train.step.TrainStep`'s)."""
-        self.step = PerceptualStep(*args, terms=self.terms, **kwargs)
+    def make_step(
+        self,
+        *,
+        model: keras.Model,
+        optimizer,
+        loss,
+        strategy: tf.distribute.Strategy,
+        global_batch: int,
+        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
+        skip_nonfinite: bool = False,
+        xla: bool = False,
+        clip_norm: float | None = None,
+        window: LossWindow | None = None,
+        prepare=None,
+    ) -> PerceptualStep:
+        """The :class:`PerceptualStep` of these arguments (:class:`sr.train.step.TrainStep`'s);
+        ``window`` made with :attr:`terms`."""
+        self.step = PerceptualStep(
+            model, optimizer, loss, strategy, global_batch, counters,
+            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
+            prepare=prepare,
+        )  # fmt: skip
         return self.step
 
     def log_window(self, step: int, writer) -> None:
         """The terms' log line and ``terms/`` scalars of the steps since the last one."""
-        means = self.step.terms.read()
+        means = self.step.window.read_terms()
         if means is None:
             return
         log.info("terms: l1 %.4f  perceptual %.4f", means["l1"], means["perceptual"])
@@ -125,7 +151,7 @@ class PerceptualTraining:
     def forget(self) -> None:
         """After a rollback: the diverged steps' terms are dropped."""
         if self.step is not None:
-            self.step.terms.read()
+            self.step.window.read_terms()
 
     def describe(self) -> str:
         return "none"

@@ -68,7 +68,7 @@ class GuardPolicy:
         )  # fmt: skip
 
     def judge_window(self) -> str | None:
-        """Read the loss window (:class:`sr.train.step.LossWindow`) and judge it; the verdict
+        """Read the loss window (:class:`sr.train.window.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
         total, count, peak = self.window.read()
         step = int(self.step.numpy())

@@ -1,13 +1,18 @@
 """The training step: the loss of a batch, its gradients (clipped to ``train.clip_norm``) and the
 optimizer update, run on every replica of the ``tf.distribute`` strategy, with the device-side
-non-finite check and the loss window the divergence guard reads."""
+non-finite check and the loss window the divergence guard reads (:mod:`sr.train.window`).
+
+A step takes a named batch (``sr.core.batch.Batch`` or ``SharpenedBatch``) and reads its fields
+by name: ``lq`` the model's input, ``gt`` (or a term's target) the HR."""
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
 
+from sr.core.batch import Batch, SharpenedBatch, check_batch
 from sr.train.best import PSNR
+from sr.train.window import LossWindow
 
 
 def all_finite(variables) -> tf.Tensor:
@@ -16,34 +21,6 @@ def all_finite(variables) -> tf.Tensor:
         tf.reduce_all(tf.math.is_finite(v)) for v in variables if tf.as_dtype(v.dtype).is_floating
     ]
     return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
-
-
-class LossWindow:
-    """Device-side record of the losses since the host last read it: their sum and count (finite
-    ones) and the largest (inf if one was NaN or inf, unless such steps are skipped). Updated by
-    the step with three scalar ops and no host sync; read (and reset) every ``train.log_every``
-    steps by the divergence guard (:mod:`sr.train.guard`). Create it in the strategy's scope."""
-
-    def __init__(self, count_nonfinite: bool):
-        self.count_nonfinite = count_nonfinite
-        self.total = tf.Variable(0.0, trainable=False, name="window_loss_sum")
-        self.count = tf.Variable(0.0, trainable=False, name="window_loss_count")
-        self.peak = tf.Variable(0.0, trainable=False, name="window_loss_peak")
-
-    def add(self, loss: tf.Tensor) -> None:
-        """Record one step's loss (float32 scalar; inside the step's ``tf.function``)."""
-        finite = tf.math.is_finite(loss)
-        self.total.assign_add(tf.where(finite, loss, 0.0))
-        self.count.assign_add(tf.cast(finite, tf.float32))
-        worst = tf.where(finite, loss, float("inf") if self.count_nonfinite else 0.0)
-        self.peak.assign(tf.maximum(self.peak, worst))
-
-    def read(self) -> tuple[float, int, float]:
-        """``(sum, count, largest)`` of the losses since the last read; resets the record."""
-        values = float(self.total.numpy()), int(self.count.numpy()), float(self.peak.numpy())
-        for v in (self.total, self.count, self.peak):
-            v.assign(0.0)
-        return values
 
 
 def clip_by_global_norm(grads, clip_norm: float, unscale: tf.Tensor):
@@ -65,7 +42,8 @@ def clip_by_global_norm(grads, clip_norm: float, unscale: tf.Tensor):
 
 
 class TrainStep:
-    """One optimizer step on a (distributed) batch: ``step(batch)`` (a ``tf.function``).
+    """One optimizer step on a (distributed) batch: ``train_step(batch)`` (a ``tf.function``),
+    ``batch`` an ``sr.core.batch.Batch`` (or what ``prepare`` makes one from).
 
     Args:
         model: the Keras model being trained.
@@ -80,11 +58,12 @@ class TrainStep:
         skip_nonfinite: ``train.on_nonfinite=skip``.
         xla: ``train.xla``.
         clip_norm: ``train.clip_norm`` (global norm of the gradient; None: no clipping).
-        window: the :class:`LossWindow` the step records its loss in (None: none).
+        window: the :class:`sr.train.window.LossWindow` the step records its loss in (None:
+            none).
         prepare: the part of the pair stage that runs on the model's device (the source's
-            ``device_stage()``: a batch of the input pipeline to ``(lr, hr)``, run on every
+            ``device_stage()``: a batch of the input pipeline to a ``Batch``, run on every
             replica before its step, outside XLA: its shapes depend on random draws), or None
-            when the input pipeline yields ``(lr, hr)``.
+            when the input pipeline yields the ``Batch``.
     """
 
     def __init__(
@@ -117,26 +96,26 @@ class TrainStep:
         self.replica_step = tf.function(self._replica_step, jit_compile=xla and not several)
         self.train_step = tf.function(self._train_step)
 
-    def _gradients(self, lr, hr):
-        """Forward and backward pass of one replica: its share of the loss (per-example losses
-        summed and divided by the global batch) and the gradients of the (scaled) loss."""
+    def _gradients(self, batch: Batch):
+        """Forward and backward pass of one replica on its ``batch``: its share of the loss
+        (per-example losses summed and divided by the global batch) and the gradients of the
+        (scaled) loss."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            sr = tf.cast(self.model(lr, training=True), tf.float32)  # the loss in float32
-            per_example = self.loss(tf.cast(hr, tf.float32), sr)
+            sr = tf.cast(self.model(batch.lq, training=True), tf.float32)  # the loss in float32
+            per_example = self.loss(tf.cast(batch.gt, tf.float32), sr)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
             scaled = self.optimizer.scale_loss(loss)
         return loss, tape.gradient(scaled, variables)
 
-    def _replica_step(self, lr, hr, *rest):
-        """One replica's share of a step: forward, backward, and the optimizer update (Keras
-        sums the gradients over the replicas); returns its share of the loss and whether the
-        step is finite on every replica (float32 1 or 0; always 1 with ``on_nonfinite=stop``).
-        ``rest``: more images of the batch, for a subclass whose :meth:`_gradients` takes them
-        (the HR as it is beside a sharpened target); the loss may be a vector of terms, which
-        :meth:`record` reduces to the one the loop logs."""
+    def _replica_step(self, batch: Batch | SharpenedBatch):
+        """One replica's share of a step on its ``batch``: forward, backward, and the optimizer
+        update (Keras sums the gradients over the replicas); returns its share of the loss and
+        whether the step is finite on every replica (float32 1 or 0; always 1 with
+        ``on_nonfinite=stop``). The loss may be a vector of terms (a subclass's
+        :meth:`_gradients`), which :meth:`record` reduces to the one the loop logs."""
         variables = self.model.trainable_variables
-        loss, grads = self.gradients(lr, hr, *rest)
+        loss, grads = self.gradients(batch)
         if self.clip_norm is not None:
             unscale = tf.cast(self.optimizer.scale_loss(tf.constant(1.0)), tf.float32)
             grads = clip_by_global_norm(grads, float(self.clip_norm), unscale)
@@ -164,10 +143,10 @@ class TrainStep:
         return loss
 
     def _train_step(self, batch):
-        """One optimizer step on a (distributed) batch ``(lr, hr)``: float32 ``[B, h, w, C]``
-        and ``[B, s h, s w, C]`` in [0, 1] (or what ``prepare`` makes them from), B the global
-        batch split over the replicas; returns
-        the loss (the mean over the global batch), a float32 scalar.
+        """One optimizer step on a (distributed) ``sr.core.batch.Batch`` (``lq``, ``gt``):
+        float32 ``[B, h, w, C]`` and ``[B, s h, s w, C]`` in [0, 1] (or what ``prepare`` makes
+        it from), B the global batch split over the replicas; returns the loss (the mean over
+        the global batch), a float32 scalar.
 
         The non-finite check runs inside this ``tf.function``, with no host sync:
 
@@ -182,10 +161,15 @@ class TrainStep:
           over the parameters) and the update under ``tf.cond``: a step with a non-finite loss or
           gradient applies nothing and adds 1 to ``skipped`` (as loss scaling does). Cost also
           within the noise: 28.7 vs 30.8 ms (batch 16), 12.2 vs 12.5 ms (batch 4).
+
+        Raises:
+            TypeError: ``batch`` (after ``prepare``) is not an ``sr.core.batch`` structure (a
+                plain tuple), when the step is traced, before any update.
         """
         if self.prepare is not None:
-            batch = self.strategy.run(self.prepare, args=batch)
-        losses, finite = self.strategy.run(self.replica_step, args=batch)
+            batch = self.strategy.run(self.prepare, args=tuple(batch))
+        check_batch(batch)
+        losses, finite = self.strategy.run(self.replica_step, args=(batch,))
         sum_ = tf.distribute.ReduceOp.SUM
         loss = self.record(self.strategy.reduce(sum_, losses, axis=None))
         self.step.assign_add(1)
@@ -208,6 +192,7 @@ class PixelTraining:
 
     best = PSNR
     psnr_reference = "best"
+    terms: tuple[str, ...] = ()  # no named terms in the loss window: the loss alone
 
     def checkpoint_parts(self) -> dict:
         """What the part adds to every checkpoint: nothing."""
@@ -217,9 +202,27 @@ class PixelTraining:
         """Variables of the part, checked finite before every save: none."""
         return []
 
-    def make_step(self, *args, **kwargs) -> TrainStep:
-        """The step (:class:`TrainStep`'s arguments)."""
-        return TrainStep(*args, **kwargs)
+    def make_step(
+        self,
+        *,
+        model: keras.Model,
+        optimizer,
+        loss,
+        strategy: tf.distribute.Strategy,
+        global_batch: int,
+        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
+        skip_nonfinite: bool = False,
+        xla: bool = False,
+        clip_norm: float | None = None,
+        window: LossWindow | None = None,
+        prepare=None,
+    ) -> TrainStep:
+        """The step: a :class:`TrainStep` of these arguments (its Args)."""
+        return TrainStep(
+            model, optimizer, loss, strategy, global_batch, counters,
+            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
+            prepare=prepare,
+        )  # fmt: skip
 
     def log_window(self, step: int, writer) -> None:
         """Nothing beyond the loop's timing line and ``train/`` scalars."""
