@@ -228,6 +228,7 @@ def test_the_gan_step_under_bfloat16(policy):
     assert cosine(g16, g32) > 0.98 and cosine(d16, d32) > 0.98
 
 
+@pytest.mark.slow  # two short training runs
 def test_a_bfloat16_run_resumes_in_float32(folders, tmp_path, compose, policy, caplog):
     """``train.precision=bfloat16``: 2 steps on one device (in process), resumed in float32 for
     a third (checkpoints hold float32 variables in every precision); on a CPU without bfloat16
