@@ -137,7 +137,8 @@ def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
         "train.xla=true",
         "train.steps=2",
     )
-    on_device = ("degradation=realesrgan", "degradation.device=accelerator", "data.channels=rgb")
+    on_device = ("degradation=realesrgan", "degradation.device=accelerator", "data.channels=rgb",
+                 "data.patch_size=32")  # fmt: skip
     root = tmp_path / "root"
     bf16, acc = run_all(
         train_cmd(
