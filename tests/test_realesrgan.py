@@ -248,17 +248,17 @@ def _source(folders, tmp_path, mode, *overrides):
     ],
 )
 def test_pairs_of_rgb_and_realesrgan_in_both_modes(folders, tmp_path, mode, overrides, channels):
-    src = _source(folders, tmp_path, mode, *overrides, "data.patch_size=32")
+    src = _source(folders, tmp_path, mode, *overrides)
     assert src.hr_channels == 3  # RGB crops in the pool and in the shards
     lr, hr = next(iter(src.dataset()))
-    assert lr.shape == (4, 8, 8, channels) and hr.shape == (4, 32, 32, channels)
+    assert lr.shape == (4, 24, 24, channels) and hr.shape == (4, 96, 96, channels)
     assert lr.dtype == hr.dtype == tf.float32
     for x in (lr.numpy(), hr.numpy()):
         assert 0 <= x.min() and x.max() <= 1
     if channels == 3:  # RGB on the 8-bit grid; Y of the LR is unrounded (the model input)
         assert np.abs(lr * 255 - np.round(lr * 255)).max() < 1e-3
     if "realesrgan" not in str(overrides):  # the bicubic LR of each channel: its HR's
-        small = tf.image.resize(hr, (8, 8), "area").numpy()
+        small = tf.image.resize(hr, (24, 24), "area").numpy()
         assert np.abs(small - lr.numpy()).mean() < 0.01
 
 
@@ -313,8 +313,7 @@ def _pairs(src, batches):
 @pytest.mark.parametrize("device", ["input", "accelerator"])
 def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device):
     src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
-                  f"degradation.device={device}", "degradation.jpeg=libjpeg",
-                  "data.patch_size=32")  # fmt: skip
+                  f"degradation.device={device}", "degradation.jpeg=libjpeg")  # fmt: skip
     batches = _pairs(src, [b for b, _ in zip(src.dataset(0), range(3))])
     resumed = _pairs(src, [next(iter(src.dataset(2)))])[0]
     for a, b in zip(resumed, batches[2]):  # the same seed and batch: the same pairs
@@ -331,19 +330,19 @@ def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, chan
     (uint8, with their margin), their gray flags and seeds; the device stage then makes exactly
     the pairs the input pipeline makes with device=input and libjpeg: the same draws, and the
     batched TensorFlow JPEG (``auto`` on the accelerator) gives libjpeg's pixels."""
-    common = ("degradation=realesrgan", f"data.channels={channels}", "data.patch_size=32")
+    common = ("degradation=realesrgan", f"data.channels={channels}")
     on_input = _source(folders, tmp_path, "generator", *common, "degradation.jpeg=libjpeg")
     on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator",
                         f"degradation.jpeg={coder}")  # fmt: skip
     assert on_device.degradation.jpeg_coder() == ("tensorflow" if coder == "auto" else coder)
     assert on_input.device_stage() is None
     hr, gray, seeds = next(iter(on_device.dataset(0)))
-    assert hr.dtype == tf.uint8 and hr.shape == (4, 48, 48, 3) and gray.shape == (4,)
+    assert hr.dtype == tf.uint8 and hr.shape == (4, 112, 112, 3) and gray.shape == (4,)
     assert seeds.dtype == tf.int64 and seeds.shape == (4, 2)
     ours = _pairs(on_device, [(hr, gray, seeds)])[0]
     theirs = _pairs(on_input, [next(iter(on_input.dataset(0)))])[0]
     c = 1 if channels == "y" else 3
-    assert ours[0].shape == (4, 8, 8, c) and ours[1].shape == (4, 32, 32, c)
+    assert ours[0].shape == (4, 24, 24, c) and ours[1].shape == (4, 96, 96, c)
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a, b)
 
