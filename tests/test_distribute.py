@@ -123,34 +123,25 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
 
 @pytest.mark.slow
 def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
-    """``train.py`` under ``MirroredStrategy`` over 2 logical CPUs with XLA: the replicas'
+    """``train.py`` under ``MirroredStrategy`` over 2 logical CPUs with XLA, in
+    ``train.precision=bfloat16`` (the end-to-end run of tests/test_precision.py): the replicas'
     forward and backward passes are XLA clusters; the optimizer's cross-replica update is not
-    (TensorFlow refuses variables of other devices inside a cluster). Run twice at once: in
-    ``train.precision=bfloat16`` (the end-to-end run of tests/test_precision.py), and with
-    Real-ESRGAN's degradation made by each replica in its training step
-    (``degradation.device=accelerator``), outside the XLA clusters (its sizes are drawn)."""
+    (TensorFlow refuses variables of other devices inside a cluster); Real-ESRGAN's degradation
+    is made by each replica in its training step (``degradation.device=accelerator``), outside
+    the XLA clusters (its sizes are drawn)."""
     from tests.test_precision import assert_precision_logged
 
-    mirrored = (
-        "train.strategy=mirrored",
-        "train.logical_cpus=2",
-        "train.xla=true",
-        "train.steps=2",
-    )
-    on_device = ("degradation=realesrgan", "degradation.device=accelerator", "data.channels=rgb",
-                 "data.patch_size=32")  # fmt: skip
-    root = tmp_path / "root"
-    bf16, acc = run_all(
+    out = run(
         train_cmd(
-            folders, root, "generator", tmp_path / "bf16", *mirrored, "train.precision=bfloat16"
-        ),
-        train_cmd(folders, root, "generator", tmp_path / "acc", *mirrored, *on_device),
-    )
-    for out in (bf16, acc):
-        assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in out and "final step 2:" in out
-        assert [int(s) for s, _ in LOSS.findall(out)] == [1, 2]
-    assert_precision_logged(bf16)
-    assert "Keras policy mixed_bfloat16" not in acc  # float32, the default
+            folders, tmp_path / "root", "generator", tmp_path / "run",
+            "train.strategy=mirrored", "train.logical_cpus=2", "train.xla=true", "train.steps=2",
+            "train.precision=bfloat16", "degradation=realesrgan", "degradation.device=accelerator",
+            "data.channels=rgb", "data.patch_size=32",
+        )
+    )  # fmt: skip
+    assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in out and "final step 2:" in out
+    assert [int(s) for s, _ in LOSS.findall(out)] == [1, 2]
+    assert_precision_logged(out)
 
 
 # ------------------------------------------------------------------------------------------------
