@@ -102,6 +102,7 @@ def test_the_groups_are_all_there():
     assert {"adam", "adamw"} == set(options("optimizer"))
 
 
+@pytest.mark.slow  # 32 compositions (Hydra), over the fast tier's 5 s
 def test_every_pair_of_choices_composes_and_validates(hydra_conf):
     """Every pair of options of two groups, in a few combinations (not the whole product)."""
     assert len(PAIRWISE) < len(COMBINATIONS) / 3
