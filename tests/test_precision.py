@@ -6,9 +6,7 @@ norm and the perceptual loss's VGG) against the same steps in float32."""
 from __future__ import annotations
 
 import logging
-import os
 import runpy
-import subprocess
 import sys
 
 import keras
@@ -232,43 +230,41 @@ def test_the_gan_step_under_bfloat16(policy):
     assert cosine(g16, g32) > 0.98 and cosine(d16, d32) > 0.98
 
 
-@pytest.mark.slow  # two TensorFlow start-ups in subprocesses
-def test_train_py_in_bfloat16_with_xla_and_mirrored_over_two_logical_cpus(folders, tmp_path):
-    """``train.precision=bfloat16`` through ``train.py``: 2 steps with XLA under
-    ``MirroredStrategy`` over 2 logical CPUs, and 2 steps on one device, resumed in float32 for
-    a third; on a CPU without bfloat16 instructions, the same runs in float32 after one
-    warning."""
-    base = [
-        sys.executable, str(ROOT / "train.py"), "data=generator",
-        f"data.hr_dir={folders / 'train'}", "data.val_dir=null", "data.batch_size=4",
-        "train.log_every=1", "train.steps=2", "model.features=[16,8]", "train.precision=bfloat16",
-    ]  # fmt: skip
-    mirrored = ("train.strategy=mirrored", "train.logical_cpus=2", "train.xla=true")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    procs = [
-        subprocess.Popen(
-            [*base, *extra, f"hydra.run.dir={tmp_path / name}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )  # fmt: skip
-        for name, extra in (("mirrored", mirrored), ("one", ()))
-    ]
-    outs = [p.communicate(timeout=600)[0] for p in procs]
-    for p, out in zip(procs, outs):
-        assert p.returncode == 0, out
-        assert "final step 2:" in out
-        if set(P.CPU_BF16_FLAGS) & (P.cpu_flags() or set()):
-            assert "train.precision=bfloat16 on the CPU: Keras policy mixed_bfloat16" in out
-        else:
-            assert out.count("train.precision=bfloat16: this CPU has no bfloat16") == 1
-    assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in outs[0]
-    # checkpoints hold float32 variables in every precision: a bfloat16 run resumes in float32
-    resume = [*base, f"resume={tmp_path / 'one'}", "train.precision=float32", "train.steps=3"]
-    proc = subprocess.run(resume, capture_output=True, text=True, env=env, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "from step 2" in out and "final step 3:" in out, out
+@pytest.mark.slow  # two short training runs
+def test_a_bfloat16_run_resumes_in_float32(folders, tmp_path, compose, policy, caplog):
+    """``train.precision=bfloat16``: 2 steps on one device (in process), resumed in float32 for
+    a third (checkpoints hold float32 variables in every precision); on a CPU without bfloat16
+    instructions, the same run in float32 after one warning. ``train.py`` in bfloat16 with XLA
+    under ``MirroredStrategy``: tests/test_distribute.py::test_xla_inside_the_mirrored_strategy."""
+    from sr.train.app import run
+
+    base = (
+        "data=generator", f"data.hr_dir={folders / 'train'}", "data.val_dir=null",
+        "data.batch_size=4", "train.log_every=1", "model.features=[16,8]",
+    )  # fmt: skip
+    run_dir = tmp_path / "one"
+    with caplog.at_level(logging.INFO):
+        run(compose(*base, "train.steps=2", "train.precision=bfloat16"), run_dir)
+    assert_precision_logged(caplog.text)
+    assert "final step 2:" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        run(
+            compose(*base, "train.steps=3", "train.precision=float32", f"resume={run_dir}"),
+            run_dir,
+        )
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert f"resumed from {run_dir / 'checkpoints' / 'ckpt-2'} at step 2" in caplog.text
+    assert "final step 3:" in caplog.text
+
+
+def assert_precision_logged(out: str) -> None:
+    """``out`` (a run's log) says how ``train.precision=bfloat16`` ran on this CPU: as asked
+    where it has bfloat16 instructions, else in float32 after one warning."""
+    if set(P.CPU_BF16_FLAGS) & (P.cpu_flags() or set()):
+        assert "train.precision=bfloat16 on the CPU: Keras policy mixed_bfloat16" in out, out
+    else:
+        assert out.count("train.precision=bfloat16: this CPU has no bfloat16") == 1, out
 
 
 def test_the_spectral_norm_reads_u_and_v_in_float32_under_bfloat16(policy):

@@ -144,21 +144,17 @@ def test_a_realesrgan_gan_run_resumed_in_process_continues_its_stream(
     )
 
 
-# both devices of the degradation, and the GAN stage (on the accelerator's device stage)
-PROCESS_CASES = {
-    "realesrgan-input": ("degradation.device=input",),
-    "gan-accelerator": (*GAN, "degradation.device=accelerator"),
-}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("case", list(PROCESS_CASES))
-def test_a_realesrgan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_path, case):
+def test_a_realesrgan_gan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_path):
     """The way it failed: ``train.py`` SIGKILLed just after its checkpoint of step 3 is
     recorded (``tests/pausing_train.py --after``), then ``resume=`` to step 6; its last
-    checkpoint equals the uninterrupted run's in every variable."""
-    args = (*tiny_realesrgan(rgb_data, tmp_path / "shards"), *PROCESS_CASES[case],
-            "train.steps=6", "train.ckpt_every=3", "train.deterministic_ops=true")  # fmt: skip
+    checkpoint equals the uninterrupted run's in every variable. A GAN run with the degradation
+    made in the training step (``degradation.device=accelerator``): the process case of every
+    part; the degradation in the input pipeline (the default) resumes exactly in process
+    (:func:`test_a_realesrgan_gan_run_resumed_in_process_continues_its_stream`)."""
+    args = (*tiny_realesrgan(rgb_data, tmp_path / "shards"), *GAN,
+            "degradation.device=accelerator", "train.steps=6", "train.ckpt_every=3",
+            "train.deterministic_ops=true")  # fmt: skip
 
     def command(run_dir, *extra):
         return [sys.executable, str(ROOT / "train.py"), *args, *extra, f"hydra.run.dir={run_dir}"]
@@ -179,7 +175,6 @@ def test_a_realesrgan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_path, 
     assert f"resumed from {kill / 'checkpoints' / 'ckpt-3'} at step 3" in out, out
     assert "continuing the checkpoint's batch stream at batch 3" in out, out
     assert "not exact" not in out and "not exact" not in finished(ref)
-    parts = tuple(PARTS) if case.startswith("gan") else ("model", "EMA", "optimizer")
     assert_same_checkpoints(
-        tmp_path / "ref" / "checkpoints" / "ckpt-6", kill / "checkpoints" / "ckpt-6", parts
+        tmp_path / "ref" / "checkpoints" / "ckpt-6", kill / "checkpoints" / "ckpt-6", tuple(PARTS)
     )
