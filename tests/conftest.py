@@ -42,6 +42,13 @@ def write_photos(folder: Path, size: int = 160, names=PHOTOS, per_photo: int = 1
     return sorted(paths)
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """Workers of ``-n auto`` (pyproject's addopts): one per core this process may use, at most
+    4, since each imports TensorFlow (about 1 GB) and runs its ops on every core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
+
+
 @pytest.fixture
 def photo_dir(tmp_path) -> Path:
     """Seven real photographs (RGB and gray), 160x168 crops."""
