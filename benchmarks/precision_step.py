@@ -43,6 +43,7 @@ from sr.train.checkpoint import build_model  # noqa: E402
 from sr.train.optimizers import make_optimizer  # noqa: E402
 from sr.train.parts import training_part  # noqa: E402
 from sr.train.precision import CPU_BF16_FLAGS, POLICIES, cpu_flags  # noqa: E402
+from sr.train.step import StepArgs  # noqa: E402
 
 # what each row trains: a recipe, or the GAN recipe with the paper's perceptual term (a VGG19 of
 # random weights: the same cost as torchvision's)
@@ -73,10 +74,10 @@ def make_step(cfg, precision: str):
         lr_scale = tf.Variable(1.0, trainable=False)
         part = training_part(cfg, loss, channels, False, lr_scale)
         counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-        step = part.make_step(
+        step = part.make_step(StepArgs(
             model=model, optimizer=optimizer, loss=loss, strategy=tf.distribute.get_strategy(),
             global_batch=int(cfg.data.batch_size), counters=counters,
-        )  # fmt: skip
+        ))  # fmt: skip
     finally:
         keras.mixed_precision.set_global_policy("float32")
     b, scale, hr = int(cfg.data.batch_size), int(cfg.data.scale), int(cfg.data.patch_size)

@@ -32,8 +32,8 @@ from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.schedule import ScaledSchedule
-from sr.train.step import TrainStep, all_finite, clip_by_global_norm
-from sr.train.window import LossWindow, terms_window
+from sr.train.step import StepArgs, TrainStep, all_finite, clip_by_global_norm
+from sr.train.window import terms_window
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -172,28 +172,12 @@ class AdversarialTraining:
         """The variables checked finite before every save."""
         return [*self.discriminator.weights, *self.d_optimizer.variables]
 
-    def make_step(
-        self,
-        *,
-        model: keras.Model,
-        optimizer,
-        loss,
-        strategy: tf.distribute.Strategy,
-        global_batch: int,
-        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
-        skip_nonfinite: bool = False,
-        xla: bool = False,
-        clip_norm: float | None = None,
-        window: LossWindow | None = None,
-        prepare=None,
-    ) -> GANStep:
-        """The :class:`GANStep` of these arguments (:class:`sr.train.step.TrainStep`'s) with
-        the part's discriminator and its optimizer; ``window`` made with :attr:`terms`."""
-        self.step = GANStep(
-            model, optimizer, loss, strategy, global_batch, counters,
-            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
-            prepare=prepare, discriminator=self.discriminator, d_optimizer=self.d_optimizer,
-        )  # fmt: skip
+    def make_step(self, args: StepArgs) -> GANStep:
+        """The :class:`GANStep` of ``args`` with the part's discriminator and its optimizer;
+        ``args.window`` made with :attr:`terms`."""
+        self.step = args.build(
+            GANStep, discriminator=self.discriminator, d_optimizer=self.d_optimizer
+        )
         return self.step
 
     def log_window(self, step: int, writer) -> None:

@@ -32,6 +32,7 @@ from sr.train.report import Reporting
 from sr.train.rollback import GuardPolicy
 from sr.train.saving import CheckpointPolicy
 from sr.train.schedule import train_schedule
+from sr.train.step import StepArgs
 from sr.train.timing import StepTimer
 from sr.train.validation import Validator
 from sr.train.window import LossWindow
@@ -165,12 +166,12 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         )  # fmt: skip
         self._skip_mark = (0, 0)  # (step, skipped) at the last log line
         counters = (self.step, self.first_bad, self.skipped)
-        self.stepper = self.part.make_step(
+        self.stepper = self.part.make_step(StepArgs(
             model=model, optimizer=self.optimizer, loss=self.loss, strategy=self.strategy,
             global_batch=self.global_batch, counters=counters,
             skip_nonfinite=self.skip_nonfinite, xla=bool(cfg.train.xla),
             clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
-        )  # fmt: skip
+        ))  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
         self.final: dict = {}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from typing import Protocol, runtime_checkable
 
-import keras
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
@@ -17,8 +16,7 @@ from sr.train.gan import AdversarialTraining
 from sr.train.gan_loss import RealESRGANLoss
 from sr.train.perceptual import PerceptualTraining
 from sr.train.pretrained import init_discriminator
-from sr.train.step import PixelTraining, TrainStep
-from sr.train.window import LossWindow
+from sr.train.step import PixelTraining, StepArgs, TrainStep
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -51,24 +49,9 @@ class TrainingPart(Protocol):
         """Variables checked finite before every save, beside the model's."""
         ...
 
-    def make_step(
-        self,
-        *,
-        model: keras.Model,
-        optimizer,
-        loss,
-        strategy: tf.distribute.Strategy,
-        global_batch: int,
-        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
-        skip_nonfinite: bool = False,
-        xla: bool = False,
-        clip_norm: float | None = None,
-        window: LossWindow | None = None,
-        prepare=None,
-    ) -> TrainStep:
-        """The run's step: a :class:`sr.train.step.TrainStep` (or subclass) of these arguments,
-        keywords only (their meaning: ``TrainStep``'s Args); ``window`` made with
-        :attr:`terms`."""
+    def make_step(self, args: StepArgs) -> TrainStep:
+        """The run's step: a :class:`sr.train.step.TrainStep` (or subclass) of ``args``;
+        ``args.window`` made with :attr:`terms`."""
         ...
 
     def log_window(self, step: int, writer) -> None:

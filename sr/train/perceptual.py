@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 
-import keras
 import tensorflow as tf
 
 from sr.core.batch import Batch, SharpenedBatch
 from sr.train.best import NIQE, PSNR
 from sr.train.gan_loss import RealESRGANLoss
-from sr.train.step import TrainStep
-from sr.train.window import LossWindow, terms_window
+from sr.train.step import StepArgs, TrainStep
+from sr.train.window import terms_window
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -106,28 +105,9 @@ class PerceptualTraining:
         """Variables of the part checked finite before every save: none."""
         return []
 
-    def make_step(
-        self,
-        *,
-        model: keras.Model,
-        optimizer,
-        loss,
-        strategy: tf.distribute.Strategy,
-        global_batch: int,
-        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
-        skip_nonfinite: bool = False,
-        xla: bool = False,
-        clip_norm: float | None = None,
-        window: LossWindow | None = None,
-        prepare=None,
-    ) -> PerceptualStep:
-        """The :class:`PerceptualStep` of these arguments (:class:`sr.train.step.TrainStep`'s);
-        ``window`` made with :attr:`terms`."""
-        self.step = PerceptualStep(
-            model, optimizer, loss, strategy, global_batch, counters,
-            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
-            prepare=prepare,
-        )  # fmt: skip
+    def make_step(self, args: StepArgs) -> PerceptualStep:
+        """The :class:`PerceptualStep` of ``args``; ``args.window`` made with :attr:`terms`."""
+        self.step = args.build(PerceptualStep)
         return self.step
 
     def log_window(self, step: int, writer) -> None:

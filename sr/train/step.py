@@ -7,6 +7,9 @@ by name: ``lq`` the model's input, ``gt`` (or a term's target) the HR."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -182,6 +185,34 @@ class TrainStep:
         return loss
 
 
+@dataclass(frozen=True, kw_only=True)
+class StepArgs:
+    """The arguments of a run's step, by keyword (their meaning: :class:`TrainStep`'s Args),
+    which the trainer gives every part's ``make_step``: declared once here, so that a missing or
+    misspelled one fails when it is made (``TypeError``)."""
+
+    model: keras.Model
+    optimizer: Any
+    loss: Any
+    strategy: tf.distribute.Strategy
+    global_batch: int
+    counters: tuple[tf.Variable, tf.Variable, tf.Variable]
+    skip_nonfinite: bool = False
+    xla: bool = False
+    clip_norm: float | None = None
+    window: LossWindow | None = None
+    prepare: Any = None
+
+    def build(self, step_class: type, **extra) -> TrainStep:
+        """``step_class`` (:class:`TrainStep` or a subclass) of these arguments and ``extra``
+        (a subclass's own keywords)."""
+        return step_class(
+            self.model, self.optimizer, self.loss, self.strategy, self.global_batch,
+            self.counters, skip_nonfinite=self.skip_nonfinite, xla=self.xla,
+            clip_norm=self.clip_norm, window=self.window, prepare=self.prepare, **extra,
+        )  # fmt: skip
+
+
 class PixelTraining:
     """The trainer's part for a pixel loss (``discriminator=none``): one model, one optimizer,
     the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.parts.training_part`);
@@ -202,27 +233,9 @@ class PixelTraining:
         """Variables of the part, checked finite before every save: none."""
         return []
 
-    def make_step(
-        self,
-        *,
-        model: keras.Model,
-        optimizer,
-        loss,
-        strategy: tf.distribute.Strategy,
-        global_batch: int,
-        counters: tuple[tf.Variable, tf.Variable, tf.Variable],
-        skip_nonfinite: bool = False,
-        xla: bool = False,
-        clip_norm: float | None = None,
-        window: LossWindow | None = None,
-        prepare=None,
-    ) -> TrainStep:
-        """The step: a :class:`TrainStep` of these arguments (its Args)."""
-        return TrainStep(
-            model, optimizer, loss, strategy, global_batch, counters,
-            skip_nonfinite=skip_nonfinite, xla=xla, clip_norm=clip_norm, window=window,
-            prepare=prepare,
-        )  # fmt: skip
+    def make_step(self, args: StepArgs) -> TrainStep:
+        """The step: a :class:`TrainStep` of ``args``."""
+        return args.build(TrainStep)
 
     def log_window(self, step: int, writer) -> None:
         """Nothing beyond the loop's timing line and ``train/`` scalars."""
