@@ -72,6 +72,7 @@ def empty_pool(size: int, shapes, on_grid) -> tuple[tf.Tensor, ...]:
     return (*content, tf.constant(0, tf.int32))
 
 
+@tf.autograph.experimental.do_not_convert  # tf.cond where a tensor decides: the same graph
 def pool_step(state: tuple, batch: tuple, key, on_grid) -> tuple[tuple, tuple]:
     """One batch through the pool: ``(state, batch) -> (new state, batch to train on)``.
 
@@ -172,6 +173,7 @@ def pooled(pairs: tf.data.Dataset, size: int, on_grid, seed_of, full: bool = Fal
     if full:
         state = (*state[:-1], tf.constant(size, tf.int32))
 
+    @tf.autograph.experimental.do_not_convert
     def step(state, element):
         index, batch = element
         return pool_step(state, batch, pool_key(seed_of(index)), on_grid)

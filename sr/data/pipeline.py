@@ -62,8 +62,14 @@ def pairs_dataset(
         # in order whatever data.deterministic says: batch ``n`` is always the stream's n-th, so
         # a stream rebuilt from batch ``start`` (resume) neither repeats nor skips one (equal
         # work per batch: an ordered map costs no throughput)
+        # not converted by AutoGraph: sources branch on Python values only (tf.cond where a
+        # tensor decides), so the graph is the same, traced without rewriting every function it
+        # reaches; a tensor-valued Python branch fails loudly at trace time
+        to_pairs = tf.autograph.experimental.do_not_convert(
+            lambda i, patches: source.to_pairs(patches, i, pipeline[0])
+        )
         ds = ds.map(
-            lambda i, patches: source.to_pairs(patches, i, pipeline[0]),
+            to_pairs,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )

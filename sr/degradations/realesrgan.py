@@ -58,6 +58,7 @@ official ``filter2D`` does.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, fields
 
@@ -231,6 +232,12 @@ def _quality(per_image: Draws, jpeg_range) -> tf.Tensor:
 # ------------------------------------------------------------------------------------------------
 # The two-stage degradation of a batch
 # ------------------------------------------------------------------------------------------------
+# Not converted by AutoGraph: every branch on a tensor is written as tf.cond / tf.switch_case and
+# every Python ``if`` / ``for`` is on Python values, so the graph is the same without it, and a
+# tf.data map or a training step that calls it is traced without AutoGraph parsing and rewriting
+# the ~75 functions it reaches. A tensor-valued Python ``if`` added later fails at trace time
+# (OperatorNotAllowedInGraphError), not silently.
+@tf.autograph.experimental.do_not_convert
 def degrade_batch(
     hr: tf.Tensor, scale: int, seeds, params: Params = DEFAULTS, jpeg_batch=None
 ) -> tf.Tensor:
@@ -375,10 +382,10 @@ class RealESRGAN:
             ``(lr, target)`` or ``(lr, target, hr)``: float32 ``[B, H / s, W / s, 3]``,
             ``[B, H, W, 3]`` and ``[B, H, W, 3]`` in [0, 1] on the 8-bit grid.
         """
-        hr = tf.convert_to_tensor(hr, tf.float32)
-        target = tf.round(usm_sharp(hr) * 255.0) / 255.0 if self.options.gt_usm else hr
-        lr = self.degrade(target, scale, seeds)
-        return (lr, target, hr) if plain else (lr, target)
+        pair = traced_pair(self.params, bool(self.options.gt_usm), self.jpeg_coder(), scale, plain)
+        if tf.executing_eagerly():  # op by op, as before: a tf.function run from eager code is
+            pair = pair.python_function  # rewritten by Grappler (x / 255 to x * (1 / 255))
+        return pair(tf.convert_to_tensor(hr, tf.float32), seeds)
 
     def lr_image(self, hr: np.ndarray, scale: int, seed: int, index: int) -> np.ndarray:
         """The degraded LR of a whole HR image, for a fixed degraded test set (made from the
@@ -396,6 +403,35 @@ class RealESRGAN:
         x = tf.convert_to_tensor(np.asarray(hr), tf.float32) / 255.0
         lr = degrade(x, scale, image_seed(seed, index), self.params)
         return np.asarray(tf.cast(tf.round(lr * 255.0), tf.uint8))
+
+
+@functools.lru_cache(maxsize=16)
+def traced_pair(params: Params, gt_usm: bool, coder: str, scale: int, plain: bool):
+    """:meth:`RealESRGAN.pair` of one configuration as one ``tf.function`` of ``(hr, seeds)``,
+    shared by every source, dataset and training step of the process that asks for it: its graph
+    (about 2,000 ops) is traced once per configuration and batch shape, and a tf.data map or a
+    step that calls it adds one call op, not the ops again. The same ops as an inline call, so
+    the same pixels in a graph; :meth:`RealESRGAN.pair` runs its Python function when called
+    eagerly (a graph of its own, run from eager code, would be rewritten by Grappler's constant
+    folding: ``x / 255`` to ``x * (1 / 255)``, one ulp apart).
+
+    Args:
+        params: :class:`Params`; gt_usm: sharpen the target first (``sr.degradations.usm``);
+        coder: ``"libjpeg"`` (:func:`libjpeg_batch`) or ``"tensorflow"``
+            (``sr.degradations.jpeg.jpeg_batch``); scale: s; plain: also return the HR.
+
+    Returns:
+        ``(hr float32 [B, H, W, 3] in [0, 1], seeds int [B, 2]) -> (lr, target[, hr])``, as
+        :meth:`RealESRGAN.pair`.
+    """
+    jpeg = libjpeg_batch if coder == "libjpeg" else jpeg_batch
+
+    def pair(hr, seeds):
+        target = tf.round(usm_sharp(hr) * 255.0) / 255.0 if gt_usm else hr
+        lr = degrade_batch(target, scale, seeds, params, jpeg)
+        return (lr, target, hr) if plain else (lr, target)
+
+    return tf.function(pair, autograph=False)
 
 
 def image_seed(seed: int, index, pipeline: int = 0) -> tf.Tensor:
