@@ -7,7 +7,8 @@ refusal (exit code 2, the message naming the value or path at fault and the fix)
 TensorFlow start-up, as ``train.py``'s does (``sr.config``). The modules that use these values
 import them from here: ``sr.train.checkpoint`` (:data:`WEIGHTS`), ``sr.train.pretrained``,
 ``sr.upscaling`` (:data:`DEFAULT_TILE`, :func:`check_input`), ``sr.deploy`` (:data:`FORMATS`,
-:data:`QUANTIZE`, :data:`DEFAULT_SIZE`, :data:`STATE_DICT`, :func:`check_export_request`) and
+:data:`QUANTIZE`, :data:`DEFAULT_SIZE`, :data:`STATE_DICT`, :data:`EXPORT_RECORD`,
+:func:`check_export_request`, :func:`export_record_path`) and
 ``sr.results`` (:data:`BICUBIC`).
 """
 
@@ -31,6 +32,7 @@ STATE_DICT = "safetensors"  # the --format of export.py that writes PyTorch weig
 QUANTIZE = ("int8",)  # export.py --quantize (TFLite)
 DEFAULT_SIZE = 256  # export.py --size: the LR side of a TFLite export
 MIN_TFLITE_SIZE = 16  # the smallest LR side of a TFLite export
+EXPORT_RECORD = "export.json"  # the record of an export, beside its model file(s)
 
 
 def add_weights_argument(parser) -> None:
@@ -104,6 +106,22 @@ def check_input(source: Path, sequences: bool) -> None:
         )
     if not sequences and not (source.is_dir() or source.is_file()):
         raise ImageFolderError(f"input {source} does not exist: give an image or a folder")
+
+
+def export_record_path(folder) -> Path:
+    """The ``export.json`` of an export folder of ``scripts/export.py`` (``upscale.py
+    --backend tflite|onnx``), checked to exist; read nothing.
+
+    Raises:
+        ValueError: for a folder without one (not an export), naming it and the fix.
+    """
+    meta = Path(folder) / EXPORT_RECORD
+    if not meta.is_file():
+        raise ValueError(
+            f"{folder} is not an export of scripts/export.py ({meta} is missing): "
+            "export a run first, python scripts/export.py <run> <folder> --format tflite"
+        )
+    return meta
 
 
 def check_export_request(fmt: str, quantize: str | None, calibration, size: int) -> None:

@@ -39,11 +39,12 @@ from sr.cli import (  # noqa: F401  (FORMATS, QUANTIZE: sr.deploy's, owned by sr
     FORMATS,
     QUANTIZE,
     check_export_request,
+    export_record_path,
 )
 from sr.core.forward import forward
 from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
-from sr.deploy.publish import RECORD, write_export
+from sr.deploy.publish import write_export
 from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
 from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
@@ -351,12 +352,7 @@ def read_record(folder) -> dict:
         RunFileError: for an ``export.json`` that is truncated, malformed or lacks a key of
             :data:`RECORD_KEYS` (and ``overlap``, for a TFLite or ONNX export).
     """
-    meta = Path(folder) / RECORD
-    if not meta.is_file():
-        raise ValueError(
-            f"{folder} is not an export of scripts/export.py ({meta} is missing): "
-            "export a run first, python scripts/export.py <run> <folder> --format tflite"
-        )
+    meta = export_record_path(folder)
     fix = "export the run again into a new folder, python scripts/export.py <run> <folder>"
     record = read_json(meta, fix, keys=RECORD_KEYS)
     if record["format"] in ("tflite", "onnx") and "overlap" not in record:
