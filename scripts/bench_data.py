@@ -52,19 +52,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-from sr.bench.folders import SHARED_SAMPLE, reencode_png  # noqa: E402
-from sr.bench.pipeline_runs import PIPELINES, PPI_SWEEP  # noqa: E402
-from sr.bench.sequence_runs import (  # noqa: E402
+from sr.bench.folders import SHARED_SAMPLE, reencode_png
+from sr.bench.pipeline_runs import PIPELINES, PPI_SWEEP
+from sr.bench.sequence_runs import (
     SEQ_FOLDER,
     SEQ_FOLDER_QUICK,
     SEQ_OVERRIDES,
     SEQ_PIPELINES,
 )
-from sr.config import PROJECT_ROOT  # noqa: E402
+from sr.config import PROJECT_ROOT
+from sr.core.quiet import quiet_tensorflow
 
 # (flag, full run, --quick) of the settings passed on to every worker
 SETTINGS = (
@@ -269,6 +266,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     p = parser()
     a = p.parse_args(argv)
+    quiet_tensorflow()  # the command line is parsed: TensorFlow, its INFO lines hidden
     for key, full, fast in SETTINGS:
         if getattr(a, key) is None:
             setattr(a, key, fast if a.quick else full)

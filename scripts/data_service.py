@@ -49,8 +49,6 @@ def _by_path(*parts: str):
     return module
 
 
-_by_path("sr", "core", "quiet.py").quiet_tensorflow()  # before TensorFlow: its INFO lines hidden
-
 log = logging.getLogger("data_service")
 
 
@@ -106,6 +104,7 @@ def wait_for_signal() -> str:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    _by_path("sr", "core", "quiet.py").quiet_tensorflow()  # checked: TensorFlow, INFO hidden
     service = _service_module()
     try:
         if args.worker:

@@ -71,30 +71,10 @@ import argparse
 import sys
 from pathlib import Path
 
+import sr.config  # registers the ${sr_root:} resolver of saved run configs; no TensorFlow
+from sr.cli import BICUBIC, add_checkpoint_argument, add_weights_argument, check_source
+from sr.core.errors import ImageFolderError, RunDirError
 from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.core.images import ImageFolderError  # noqa: E402
-from sr.evaluation import input_channels  # noqa: E402
-from sr.inference import run_window  # noqa: E402
-from sr.results import (  # noqa: E402
-    BICUBIC,
-    check_lr_set,
-    evaluate,
-    markdown_table,
-    save_lr_set,
-    write_results,
-    write_tensorboard,
-)
-from sr.train.checkpoint import RunDirError, add_weights_argument, model_label  # noqa: E402
-from sr.train.pretrained import load_model, source_checkpoint, source_home  # noqa: E402
-
-CHECKPOINT_HELP = (
-    "best (default where the run has one: the best validation PSNR), last (the newest "
-    "checkpoint, where resume= continues), or ckpt-N"
-)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -104,7 +84,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("run", help="run directory of train.py, a .pth/.safetensors, or bicubic")
     parser.add_argument("folders", nargs="*", help="folders of HR images (PNG/JPEG)")
-    parser.add_argument("--checkpoint", help=CHECKPOINT_HELP)
+    add_checkpoint_argument(parser)
     parser.add_argument("--scale", type=int, help="scale for bicubic (a run uses its own)")
     add_weights_argument(parser)  # averaged weights are labelled <model>+ema
     parser.add_argument(
@@ -155,11 +135,12 @@ def load_method(args: argparse.Namespace) -> dict:
     Raises:
         RunDirError, ValueError: for a bad run or arguments (naming the fix).
     """
+    from sr.evaluation import input_channels
+    from sr.inference import run_window
+    from sr.train.checkpoint import model_label
+    from sr.train.pretrained import load_model, source_checkpoint, source_home
+
     if args.run == BICUBIC:
-        if args.checkpoint or args.weights != "auto":
-            raise ValueError("--checkpoint and --weights apply to a run directory, not to bicubic")
-        if not args.scale:
-            raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
         model, scale, step, checkpoint, chosen = None, args.scale, 0, None, None
         window = (1, 1, 0) if args.sequences else None
         out = Path(args.out or f"outputs/bicubic_x{scale}")
@@ -184,31 +165,30 @@ def load_method(args: argparse.Namespace) -> dict:
         tb_dir = (run if home == run else out) / "tb"
         window = run_window(cfg) or ((1, 1, 0) if args.sequences else None)
     label = BICUBIC if model is None else model_label(model)
-    return dict(
-        model=model,
-        scale=scale,
-        step=step,
-        checkpoint=checkpoint,
-        label=label,
-        chosen=chosen,
-        window=window,
-        out=out,
-        tb_dir=tb_dir,
-    )
+    return dict(model=model, scale=scale, step=step, checkpoint=checkpoint, label=label,
+                chosen=chosen, window=window, out=out, tb_dir=tb_dir)  # fmt: skip
 
 
-def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
-    """The LR folders to score on (None: LR made by the protocol); with ``--degradation`` the
-    sets are written first (every folder checked before any is written).
+def check_args(args: argparse.Namespace) -> None:
+    """The checks that need no TensorFlow: the method (bicubic's flags, or the run or weight
+    file), the folders, the flags of the LR sets.
 
     Raises:
-        ValueError, ConfigError: for inconsistent flags or an unknown degradation, an LR folder
-            that would be overwritten (nothing is written).
+        ValueError (RunDirError, WeightFileError): naming the flag or path and the fix.
     """
+    if args.run == BICUBIC:
+        if args.checkpoint or args.weights != "auto":
+            raise ValueError("--checkpoint and --weights apply to a run directory, not to bicubic")
+        if not args.scale:
+            raise ValueError("bicubic needs --scale (2, 3, 4, ...)")
+    else:
+        check_source(args.run, args.checkpoint, args.weights)
+    if not (args.folders or args.real) or (args.save and not args.real):
+        raise ValueError("give folders of HR images or --real DIR (--save needs --real)")
     if args.degradation is None:
         if args.save_lr or args.seed is not None:
             raise ValueError("--save-lr and --seed apply to --degradation NAME: add it")
-        return args.lr_dir
+        return
     if args.lr_dir:
         raise ValueError(
             "--lr-dir scores an existing LR set and --degradation makes one: give one of them"
@@ -220,6 +200,21 @@ def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
         )
     if len({Path(d).expanduser().resolve() for d in args.save_lr}) != len(args.save_lr):
         raise ValueError("--save-lr folders must differ: give one new folder per HR folder")
+
+
+def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
+    """The LR folders to score on (None: LR made by the protocol); with ``--degradation`` the
+    sets are written first (every folder checked before any is written; the flags are checked
+    by :func:`check_args`).
+
+    Raises:
+        ValueError, ConfigError: for an unknown degradation, an LR folder that would be
+            overwritten (nothing is written).
+    """
+    from sr.results import check_lr_set, save_lr_set
+
+    if args.degradation is None:
+        return args.lr_dir
     degradation = sr.config.degradation_named(args.degradation)
     for folder, out in zip(args.folders, args.save_lr):
         check_lr_set(folder, out, scale)
@@ -233,27 +228,24 @@ def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
+        check_args(args)
+    except ValueError as e:
+        print(f"evaluate.py: error: {e}", file=sys.stderr)
+        return 2
+    quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
+    from sr.results import evaluate, write_results, write_tensorboard
+
+    try:
         m = load_method(args)
         if m["window"] is not None and (args.lr_dir or args.degradation or args.real):
             raise ValueError("--lr-dir, --degradation, --real apply to images, not sequences")
-        if not (args.folders or args.real) or (args.save and not args.real):
-            raise ValueError("give folders of HR images or --real DIR (--save needs --real)")
         lr_dirs = lr_folders(args, m["scale"])
         results = evaluate(
-            m["model"],
-            args.folders,
-            m["scale"],
-            m["label"],
-            m["step"],
-            m["checkpoint"],
-            progress=not args.no_progress,
-            sequences=m["window"],
-            lr_dirs=lr_dirs,
-            rgb=True if args.rgb else None,
-            with_niqe=args.niqe,
-            real=args.real or (),
+            m["model"], args.folders, m["scale"], m["label"], m["step"], m["checkpoint"],
+            progress=not args.no_progress, sequences=m["window"], lr_dirs=lr_dirs,
+            rgb=True if args.rgb else None, with_niqe=args.niqe, real=args.real or (),
             save=args.save,
-        )
+        )  # fmt: skip
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2
@@ -270,6 +262,8 @@ def main(argv=None) -> int:
 
 def report(args: argparse.Namespace, m: dict, results: dict) -> None:
     """Print the protocol lines and the markdown table."""
+    from sr.results import markdown_table
+
     scale, window = m["scale"], m["window"]
     if m["chosen"] is not None:
         print(f"{m['label']} of {args.run}: checkpoint {m['chosen']}, step {m['step']}")

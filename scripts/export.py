@@ -50,30 +50,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.deploy import (  # noqa: E402
+import sr.config  # noqa: F401  (registers the ${sr_root:} resolver of run configs; no TensorFlow)
+from sr.cli import (
     DEFAULT_SIZE,
     FORMATS,
     QUANTIZE,
-    ExportCheckError,
-    MissingExtraError,
-    check_out,
-    check_request,
-    export_model,
-    require,
-)
-from sr.deploy.pytorch import STATE_DICT, export_state_dict  # noqa: E402
-from sr.train.checkpoint import (  # noqa: E402
-    RunDirError,
+    STATE_DICT,
+    add_checkpoint_argument,
     add_weights_argument,
-    load_run_config,
-    model_label,
+    check_export_request,
+    check_source,
 )
-from sr.train.pretrained import is_weight_file, load_model  # noqa: E402
+from sr.core.errors import RunDirError
+from sr.core.quiet import quiet_tensorflow
+from sr.core.runfiles import load_run_config
+from sr.core.weightfiles import is_weight_file
 
 
 def export(
@@ -107,9 +98,12 @@ def export(
             1), or options that do not go together (``--quantize`` without tflite or without
             ``--calibration``).
     """
+    from sr.deploy import check_out, export_model, require
+    from sr.train.pretrained import load_model
+
     if fmt == STATE_DICT:
         return export_weights(run_dir, out_dir, checkpoint, weights, quantize)
-    check_request(fmt, quantize, calibration, size)
+    check_export_request(fmt, quantize, calibration, size)
     require(fmt)
     check_out(out_dir)  # a non-empty output is refused now, before loading anything
     file = is_weight_file(run_dir)
@@ -129,6 +123,8 @@ def export(
 
 def describe_source(model, step: int, run_dir) -> dict:
     """``export.json``'s ``source``: the weights, step, run (or weight file) and checkpoint."""
+    from sr.train.checkpoint import model_label
+
     key = "file" if is_weight_file(run_dir) else "run"
     return {"weights": model_label(model), "step": int(step), key: str(run_dir),
             "checkpoint": str(model.sr_checkpoint)}  # fmt: skip
@@ -136,11 +132,33 @@ def describe_source(model, step: int, run_dir) -> dict:
 
 def export_weights(run_dir, out_dir, checkpoint, weights, quantize) -> dict:
     """``--format safetensors``: the model as the reference's PyTorch state dict."""
-    if quantize:
-        raise ValueError("--quantize is for --format tflite; a state dict is written in float32")
+    from sr.deploy import check_out
+    from sr.deploy.pytorch import export_state_dict
+    from sr.train.pretrained import load_model
+
+    check_weights_request(quantize)
     check_out(out_dir)
     model, cfg, step = load_model(run_dir, checkpoint, weights, say=print)
     return export_state_dict(model, cfg, out_dir, describe_source(model, step, run_dir))
+
+
+def check_weights_request(quantize: str | None) -> None:
+    """Refuse ``--quantize`` with ``--format safetensors`` (ValueError)."""
+    if quantize:
+        raise ValueError("--quantize is for --format tflite; a state dict is written in float32")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The checks of :func:`export` that need no TensorFlow: the options, the run or file.
+
+    Raises:
+        ValueError (RunDirError, WeightFileError): naming the option or path and the fix.
+    """
+    if args.fmt == STATE_DICT:
+        check_weights_request(args.quantize)
+    else:
+        check_export_request(args.fmt, args.quantize, args.calibration, args.size)
+    check_source(args.run, args.checkpoint, args.weights)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -162,17 +180,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--calibration",
         help="folder of images (taken as HR): the check's image, and int8's calibration tiles",
     )
-    parser.add_argument(
-        "--checkpoint",
-        help="best (default where the run has one: the best validation PSNR), last (the newest "
-        "checkpoint, where resume= continues), or ckpt-N",
-    )
+    add_checkpoint_argument(parser)
     add_weights_argument(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    try:
+        check_args(args)
+    except ValueError as e:
+        print(f"export.py: error: {e}", file=sys.stderr)
+        return 2
+    quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
+    from sr.deploy import ExportCheckError, MissingExtraError
+
     try:
         r = export(
             args.run, args.out, args.checkpoint, args.weights, args.fmt, args.size,

@@ -20,16 +20,12 @@ import argparse
 import logging
 import sys
 
+from hydra.errors import ConfigCompositionException
+
+from sr.config import ConfigError, build_source, compose  # no TensorFlow until build_source
+from sr.core.errors import ImageFolderError
 from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-from hydra.errors import ConfigCompositionException  # noqa: E402
-
-from sr.config import ConfigError, build_source, compose  # noqa: E402
-from sr.core.images import ImageFolderError  # noqa: E402
-from sr.data import tfrecord  # noqa: E402
-from sr.data.demo import ensure_demo_for  # noqa: E402
+from sr.data.demo import ensure_demo_for
 
 log = logging.getLogger("make_tfrecords")
 
@@ -42,6 +38,15 @@ def _verify_count(argv: list[str]) -> list[str]:
         if arg == "--verify" and (i + 1 == len(out) or not out[i + 1].isdigit()):
             out[i] = "--verify=0"
     return out
+
+
+def refuse(e: Exception) -> int:
+    """Log why the config or the data is refused; exit code 2."""
+    if isinstance(e, ConfigCompositionException):  # a typo, or a key of the other mode
+        log.error("%s: %s", e, e.__cause__)
+    else:
+        log.error("%s", e)
+    return 2
 
 
 def main(argv=None) -> int:
@@ -61,16 +66,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(_verify_count(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     try:
-        cfg = compose("data=tfrecord", *args.overrides)
+        cfg = compose("data=tfrecord", *args.overrides)  # the command line, checked
+    except (ConfigCompositionException, ConfigError) as e:
+        return refuse(e)
+    quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
+    from sr.data import tfrecord
+
+    try:
         loader = build_source(cfg)
         ensure_demo_for([loader.hr_dir], cfg.demo_dir)
         manifest = loader.ensure_shards(force=args.force)
-    except ConfigCompositionException as e:  # a typo, or a key of the other mode
-        log.error("%s: %s", e, e.__cause__)
-        return 2
-    except (ConfigError, ImageFolderError) as e:
-        log.error("%s", e)
-        return 2
+    except (ConfigCompositionException, ConfigError, ImageFolderError) as e:
+        return refuse(e)
     print(
         f"{manifest['records']} patches of {manifest['source']['files']} images in "
         f"{len(manifest['shards'])} shards: {loader.tfrecord_dir}"

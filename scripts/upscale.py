@@ -49,29 +49,19 @@ import os
 import sys
 from pathlib import Path
 
-from sr.core.quiet import quiet_tensorflow
-
-quiet_tensorflow()  # before anything imports TensorFlow: its INFO lines hidden
-
-import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
-from sr.core.images import ImageFolderError  # noqa: E402
-from sr.deploy import Exported, MissingExtraError  # noqa: E402
-from sr.inference import SequenceUpscaler, Upscaler, run_window  # noqa: E402
-from sr.train.checkpoint import (  # noqa: E402
-    RunDirError,
-    add_weights_argument,
-    load_model_from_run,
-    load_run_config,
-    model_label,
-)
-from sr.train.pretrained import is_weight_file, load_model  # noqa: E402
-from sr.upscaling import (  # noqa: E402
+import sr.config  # noqa: F401  (registers the ${sr_root:} resolver of run configs; no TensorFlow)
+from sr.cli import (
     DEFAULT_TILE,
-    plan,
-    plan_sequences,
-    upscale_files,
-    upscale_sequences,
+    add_checkpoint_argument,
+    add_weights_argument,
+    check_input,
+    check_source,
+    export_record_path,
 )
+from sr.core.errors import ImageFolderError, RunDirError
+from sr.core.quiet import quiet_tensorflow
+from sr.core.runfiles import load_run_config
+from sr.core.weightfiles import is_weight_file
 
 BACKENDS = ("keras", "tflite", "onnx")
 
@@ -89,11 +79,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "sequence subfolders, or one folder of frames",
     )
     parser.add_argument("output", help="output image path, or folder (created)")
-    parser.add_argument(
-        "--checkpoint",
-        help="best (default where the run has one: the best validation PSNR), last (the newest "
-        "checkpoint, where resume= continues), or ckpt-N",
-    )
+    add_checkpoint_argument(parser)
     add_weights_argument(parser)
     parser.add_argument(
         "--tile",
@@ -115,11 +101,41 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """The checks that need no TensorFlow, in the order loading checks them: ``--tile``, the
+    run folder, weight file or export folder, the input.
+
+    Raises:
+        ValueError (RunDirError, ImageFolderError, WeightFileError): naming the value or path.
+    """
+    if args.tile < 0:
+        raise ValueError(f"--tile must be a positive number of pixels or 0, got {args.tile}")
+    source = Path(args.input).expanduser()
+    if args.backend != "keras":
+        check_input(source, sequences=False)
+        export_record_path(args.run)
+    elif is_weight_file(args.run):
+        check_input(source, sequences=False)
+        check_source(args.run, args.checkpoint, args.weights)
+    else:  # a multi-frame run reads a folder of frames or of sequences
+        check_input(source, sequences=check_source(args.run, args.checkpoint, args.weights) > 1)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        if args.tile < 0:
-            raise ValueError(f"--tile must be a positive number of pixels or 0, got {args.tile}")
+        check_args(args)
+    except ValueError as e:
+        print(f"upscale.py: error: {e}", file=sys.stderr)
+        return 2
+    quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
+    from sr.deploy import MissingExtraError
+    from sr.inference import SequenceUpscaler, Upscaler, run_window
+    from sr.train.checkpoint import load_model_from_run, model_label
+    from sr.train.pretrained import load_model
+    from sr.upscaling import plan, plan_sequences, upscale_sequences
+
+    try:
         into_folder = args.output.endswith(("/", os.sep))
         source, target = Path(args.input).expanduser(), Path(args.output).expanduser()
         if args.backend != "keras":
@@ -168,6 +184,9 @@ def upscale_exported(args: argparse.Namespace, pairs) -> int:
     Raises:
         ValueError: for a folder that is not an export, or whose format is not the backend.
     """
+    from sr.deploy import Exported
+    from sr.inference import Upscaler
+
     model = Exported(args.run)
     if model.record["format"] != args.backend:
         raise ValueError(
@@ -182,6 +201,8 @@ def upscale_exported(args: argparse.Namespace, pairs) -> int:
 
 def report(upscaler, pairs, args: argparse.Namespace, what: str) -> int:
     """Upscale ``pairs``, print the summary line and the failures; the exit code."""
+    from sr.upscaling import upscale_files
+
     failures = upscale_files(upscaler, pairs, args.tile, progress=not args.no_progress)
     done = len(pairs) - len(failures)
     print(

@@ -68,6 +68,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from sr.cli import BICUBIC
 from sr.core.color import gray_of
 from sr.core.degrade import bicubic_upscale, min_hr_size, quantize
 from sr.core.images import (
@@ -89,8 +90,6 @@ from sr.evaluation import (
 )
 from sr.inference import Upscaler, write_image
 from sr.metrics.niqe import BLOCK
-
-BICUBIC = "bicubic"
 
 
 def folder_names(folders: Iterable[str | os.PathLike]) -> dict[str, Path]:

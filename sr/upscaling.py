@@ -9,10 +9,9 @@ from pathlib import Path
 from PIL import Image
 from tqdm import tqdm
 
+from sr.cli import DEFAULT_TILE, check_input  # noqa: F401  (DEFAULT_TILE: upscale.py --tile)
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, list_images
 from sr.inference import SequenceUpscaler, Upscaler, read_image, write_image
-
-DEFAULT_TILE = 256
 
 
 def check_suffix(path: Path) -> None:
@@ -39,8 +38,7 @@ def plan(source: Path, target: Path, into_folder: bool = False) -> list[tuple[Pa
         if target.resolve() == source.resolve():
             raise ValueError(f"output folder {target} is the input folder: pick another")
         return [(p, target / p.name) for p in list_images(source)]
-    if not source.is_file():
-        raise ImageFolderError(f"input {source} does not exist: give an image or a folder")
+    check_input(source, sequences=False)
     out = target / source.name if into_folder or target.is_dir() else target
     if out.resolve() == source.resolve():
         raise ValueError(f"output {out} would overwrite the input: pick another path")
@@ -84,12 +82,7 @@ def plan_sequences(source: Path, target: Path) -> list[tuple[str, list[Path], li
     """
     from sr.core.frames import list_sequences
 
-    if not source.is_dir():
-        what = "is a file" if source.exists() else "does not exist"
-        raise ImageFolderError(
-            f"input {source} {what}: a multi-frame run upscales sequences; give a folder of "
-            "frames (one sequence) or a folder with one subfolder of frames per sequence"
-        )
+    check_input(source, sequences=True)
     if target.exists() and not target.is_dir():
         raise ValueError(f"input {source} is a folder, so the output {target} must be one too")
     if target.resolve() == source.resolve():

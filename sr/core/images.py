@@ -31,14 +31,11 @@ import numpy as np
 from PIL import ExifTags, Image, ImageOps
 
 from sr.core.color import y_channel
+from sr.core.errors import ImageFolderError
 
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-
-
-class ImageFolderError(ValueError):
-    """A folder that cannot serve as a dataset (missing, empty, unreadable images)."""
 
 
 def _max_pixels_from_env() -> int:

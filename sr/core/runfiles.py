@@ -1,15 +1,17 @@
 """Reading back the files that runs and exports write: the one reader of each kind, and the one
 error for a file that is truncated or corrupt.
 
-Kinds: JSON records (``checkpoints/best/best.json``, ``export.json``, a shard folder's
-``manifest.json``), TensorFlow checkpoints (``checkpoints/ckpt-N`` and ``checkpoints/best``:
-an ``.index`` file and a ``.data-*`` file per prefix, and the ``checkpoint`` state file of the
-folder), LiteRT flatbuffers (``model.tflite``) and ONNX models (``model.onnx``). Each reader
-turns whatever its library raises on a damaged file (``JSONDecodeError``, TensorFlow's
-``IndexError: Read less bytes than requested`` or ``DataLossError``, LiteRT's "not a valid
-Flatbuffer", ONNX Runtime's ``InvalidProtobuf``) into :class:`RunFileError`, which names the file,
-what is wrong with it and the fix the caller gives (``--checkpoint last``, export again, ...).
-Callers that have a documented fallback (the shard manifest: the set is rebuilt) catch it.
+Kinds: a run's config (``.hydra/config.yaml``, :func:`load_run_config`: read without TensorFlow, so
+that the scripts check a run before they import it), JSON records (``checkpoints/best/best.json``,
+``export.json``, a shard folder's ``manifest.json``), TensorFlow checkpoints
+(``checkpoints/ckpt-N`` and ``checkpoints/best``: an ``.index`` file and a ``.data-*`` file per
+prefix, and the ``checkpoint`` state file of the folder), LiteRT flatbuffers (``model.tflite``) and
+ONNX models (``model.onnx``). Each reader turns whatever its library raises on a damaged file
+(``JSONDecodeError``, TensorFlow's ``IndexError: Read less bytes than requested`` or
+``DataLossError``, LiteRT's "not a valid Flatbuffer", ONNX Runtime's ``InvalidProtobuf``) into
+:class:`RunFileError`, which names the file, what is wrong with it and the fix the caller gives
+(``--checkpoint last``, export again, ...). Callers that have a documented fallback (the shard
+manifest: the set is rebuilt) catch it.
 
 A checkpoint is checked by reading every tensor of it once (:func:`check_checkpoint`; the index
 holds a CRC32C of each, so truncation and flipped bytes are both found) before it is restored, so
@@ -24,9 +26,19 @@ import logging
 import re
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
+
+from sr.core.errors import RunDirError
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_STATE = "checkpoint"  # tf.train.CheckpointManager's record of a folder's checkpoints
+
+# Classes a run's config names by a module they have since left, and their names today.
+MOVED_TARGETS = {
+    "sr.core.degrade.Bicubic": "sr.degradations.Bicubic",
+    "sr.core.realesrgan.RealESRGAN": "sr.degradations.realesrgan.RealESRGAN",
+}
 
 
 class RunFileError(ValueError):
@@ -50,6 +62,30 @@ def describe(e: BaseException) -> str:
     text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", str(e).strip())  # a TF op's name
     first = text.splitlines()[0][:300] if text else ""
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def load_run_config(run_dir) -> DictConfig:
+    """The composed config a run was started with.
+
+    Raises:
+        RunDirError: if ``<run_dir>/.hydra/config.yaml`` is missing or is not a readable config.
+    """
+    path = Path(run_dir) / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a run directory of train.py: {path} is missing")
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as e:  # yaml's parser and scanner errors, OmegaConf's, a decode error
+        raise RunDirError(
+            f"the run's config {path} is damaged ({type(e).__name__}: {e}); restore it from a "
+            "backup, or copy it from .hydra/resume-*/config.yaml of the same run"
+        ) from e
+    if not isinstance(cfg, DictConfig) or "model" not in cfg or "data" not in cfg:
+        raise RunDirError(f"the run's config {path} is damaged: it has no model or data section")
+    target = OmegaConf.select(cfg, "degradation._target_")
+    if target in MOVED_TARGETS:  # a run saved before its class moved: the class's name today
+        cfg.degradation._target_ = MOVED_TARGETS[target]
+    return cfg
 
 
 def read_json(path, fix: str, keys: tuple[str, ...] = ()) -> dict:

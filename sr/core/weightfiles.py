@@ -77,6 +77,20 @@ def is_weight_file(path) -> bool:
     return Path(str(path)).suffix.lower() in SUFFIXES and not Path(str(path)).is_dir()
 
 
+def existing_weight_file(path) -> Path:
+    """``path`` (``~`` expanded) if it is a file; read nothing (the scripts check a weight file
+    with it before they import TensorFlow).
+
+    Raises:
+        WeightFileError: if there is no such file (naming it and the fix).
+    """
+    path = Path(str(path)).expanduser()
+    if not path.is_file():
+        raise WeightFileError(f"{path}: no such weight file; give the path of a .pth or "
+                              ".safetensors file")  # fmt: skip
+    return path
+
+
 def read_weights(path) -> WeightFile:
     """Read a ``.safetensors`` or ``.pth`` weight file.
 
@@ -91,10 +105,7 @@ def read_weights(path) -> WeightFile:
             a ``.pth`` without torch (naming the ``[torch]`` extra); a pickle that holds no
             state dict (a whole model, an optimizer); nested values that are not tensors.
     """
-    path = Path(str(path)).expanduser()
-    if not path.is_file():
-        raise WeightFileError(f"{path}: no such weight file; give the path of a .pth or "
-                              ".safetensors file")  # fmt: skip
+    path = existing_weight_file(path)
     if path.suffix.lower() == SAFETENSORS:
         (raw, bf16), metadata = _read_safetensors(path), _safetensors_metadata(path)
     elif path.suffix.lower() in PICKLES:

@@ -34,20 +34,24 @@ import numpy as np
 import skimage.data
 import tensorflow as tf
 
+from sr.cli import (  # noqa: F401  (FORMATS, QUANTIZE: sr.deploy's, owned by sr.cli)
+    DEFAULT_SIZE,
+    FORMATS,
+    QUANTIZE,
+    check_export_request,
+    export_record_path,
+)
 from sr.core.forward import forward
 from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
-from sr.deploy.publish import RECORD, write_export
+from sr.deploy.publish import write_export
 from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
 from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
 from sr.models.span import reparameterize
 
-FORMATS = ("savedmodel", "tflite", "onnx")
-QUANTIZE = ("int8",)
 EXTRA = 'pip install -e ".[export]"'
 FLOAT_CHECK_DB = 45.0  # minimum PSNR of a float export against Keras on the calibration image
-DEFAULT_SIZE = 256  # LR side of a TFLite export
 CALIBRATION_TILES = 16  # LR tiles drawn for int8 calibration
 # the Python package each format needs at export and at run time (the ``export`` extra)
 NEEDS = {
@@ -240,7 +244,7 @@ def export_model(
             without ``calibration``, or an ``out`` that is not empty.
         ExportCheckError: if a float export is below :data:`FLOAT_CHECK_DB` dB against Keras.
     """
-    check_request(fmt, quantize, calibration, size)
+    check_export_request(fmt, quantize, calibration, size)
     require(fmt)
 
     def write(folder: Path) -> dict:
@@ -248,26 +252,6 @@ def export_model(
         return record | {"source": source or {}}
 
     return write_export(out, write)
-
-
-def check_request(fmt: str, quantize: str | None, calibration, size: int) -> None:
-    """Refuse, before any work, what :func:`export_model` cannot do (ValueError naming it)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if quantize is not None and quantize not in QUANTIZE:
-        raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if quantize and fmt != "tflite":
-        raise ValueError(
-            f"--quantize {quantize} is for --format tflite (LiteRT's int8 kernels); "
-            f"--format {fmt} is written in float32"
-        )
-    if quantize and not calibration:
-        raise ValueError(
-            "--quantize int8 needs --calibration DIR: a folder of images like the ones the model "
-            "will see, to measure the ranges of its activations"
-        )
-    if fmt == "tflite" and size < 16:
-        raise ValueError(f"--size {size}: a TFLite export needs an LR side of at least 16")
 
 
 def _write(model, tmp: Path, fmt: str, scale, size, quantize, calibration) -> dict:
@@ -368,12 +352,7 @@ def read_record(folder) -> dict:
         RunFileError: for an ``export.json`` that is truncated, malformed or lacks a key of
             :data:`RECORD_KEYS` (and ``overlap``, for a TFLite or ONNX export).
     """
-    meta = Path(folder) / RECORD
-    if not meta.is_file():
-        raise ValueError(
-            f"{folder} is not an export of scripts/export.py ({meta} is missing): "
-            "export a run first, python scripts/export.py <run> <folder> --format tflite"
-        )
+    meta = export_record_path(folder)
     fix = "export the run again into a new folder, python scripts/export.py <run> <folder>"
     record = read_json(meta, fix, keys=RECORD_KEYS)
     if record["format"] in ("tflite", "onnx") and "overlap" not in record:

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-RECORD = "export.json"  # the record of an export, beside its model file(s)
+from sr.cli import EXPORT_RECORD as RECORD  # the record of an export (its one owner: sr.cli)
 
 
 def check_out(out) -> Path:

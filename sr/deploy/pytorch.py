@@ -22,12 +22,12 @@ import keras
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from sr.cli import STATE_DICT
 from sr.core.weightfiles import read_weights
 from sr.deploy.export import ExportCheckError
 from sr.deploy.publish import check_out, write_export
 from sr.models.state_dicts import found_from_config, save_file
 
-STATE_DICT = "safetensors"  # the --format of export.py that writes PyTorch weights
 FILE = "model.safetensors"
 
 

@@ -26,16 +26,19 @@ import tensorflow as tf
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from sr.core.errors import ConfigError
-from sr.core.runfiles import checkpoint_state, latest_checkpoint, read_json, restore_checkpoint
+from sr.cli import WEIGHTS
+from sr.core.errors import ConfigError, RunDirError
+from sr.core.runfiles import (  # noqa: F401  (load_run_config: imported from here too)
+    checkpoint_state,
+    latest_checkpoint,
+    load_run_config,
+    read_json,
+    restore_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "checkpoints"
-
-
-class RunDirError(ValueError):
-    """A run directory without the config or checkpoint it should hold."""
 
 
 def make_checkpoint(
@@ -171,37 +174,6 @@ def resume_candidates(directory) -> list[str]:
         return []
     older = [p for p in paths if p != latest and checkpoint_step(p) < checkpoint_step(latest)]
     return [latest, *sorted(older, key=checkpoint_step, reverse=True)]
-
-
-def load_run_config(run_dir) -> DictConfig:
-    """The composed config a run was started with.
-
-    Raises:
-        RunDirError: if ``<run_dir>/.hydra/config.yaml`` is missing or is not a readable config.
-    """
-    path = Path(run_dir) / ".hydra" / "config.yaml"
-    if not path.is_file():
-        raise RunDirError(f"{run_dir} is not a run directory of train.py: {path} is missing")
-    try:
-        cfg = OmegaConf.load(path)
-    except Exception as e:  # yaml's parser and scanner errors, OmegaConf's, a decode error
-        raise RunDirError(
-            f"the run's config {path} is damaged ({type(e).__name__}: {e}); restore it from a "
-            "backup, or copy it from .hydra/resume-*/config.yaml of the same run"
-        ) from e
-    if not isinstance(cfg, DictConfig) or "model" not in cfg or "data" not in cfg:
-        raise RunDirError(f"the run's config {path} is damaged: it has no model or data section")
-    target = OmegaConf.select(cfg, "degradation._target_")
-    if target in MOVED_TARGETS:  # a run saved before its class moved: the class's name today
-        cfg.degradation._target_ = MOVED_TARGETS[target]
-    return cfg
-
-
-# Classes a run's config names by a module they have since left, and their names today.
-MOVED_TARGETS = {
-    "sr.core.degrade.Bicubic": "sr.degradations.Bicubic",
-    "sr.core.realesrgan.RealESRGAN": "sr.degradations.realesrgan.RealESRGAN",
-}
 
 
 BEST_DIR = "best"  # checkpoints/best: the best validated checkpoint, outside the rotation
@@ -366,9 +338,6 @@ def build_model(cfg: DictConfig) -> keras.Model:
         raise
 
 
-WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of :func:`load_model_from_run`
-
-
 def load_model_from_run(
     run_dir, checkpoint: str | None = None, weights: str = "auto", fix=damaged_fix
 ) -> tuple[keras.Model, DictConfig, int]:
@@ -425,17 +394,6 @@ def load_model_from_run(
         "averaged (train.ema)" if chosen == "ema" else "trained",
     )
     return model, cfg, int(step)
-
-
-def add_weights_argument(parser) -> None:
-    """Add ``--weights {auto,ema,live}``, for :func:`load_model_from_run`, to a script."""
-    parser.add_argument(
-        "--weights",
-        choices=WEIGHTS,
-        default="auto",
-        help="ema: the run's averaged weights (train.ema); live: its trained weights; auto "
-        "(default): the averaged ones when the checkpoint has them",
-    )
 
 
 def model_label(model: keras.Model) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import keras
 from omegaconf import DictConfig, OmegaConf
 
+from sr.cli import check_file_choices
 from sr.core.errors import ConfigError
 from sr.core.weightfiles import WeightFileError, is_weight_file, read_weights
 from sr.models.state_dicts import (
@@ -88,11 +89,7 @@ def load_model(
     """
     if not is_weight_file(source):
         return load_model_from_run(source, checkpoint, weights)
-    if checkpoint is not None or weights != "auto":
-        raise ValueError(
-            f"--checkpoint and --weights choose within a run folder; {source} is a weight file "
-            "(one set of weights): drop them"
-        )
+    check_file_choices(source, checkpoint, weights)
     loaded = load_file(source, kind="generator")
     for line in describe_loaded(loaded):
         (say or log.info)(line)
