@@ -59,6 +59,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from sr.cli import MIN_TFLITE_SIZE as MIN_SIZE  # noqa: E402  (the smallest TFLite LR side)
 from sr.deploy import Exported, check_out, export_model, psnr_float  # noqa: E402
 from sr.deploy.export import calibration_inputs, to_tflite  # noqa: E402
 from sr.inference import default_overlap  # noqa: E402
@@ -91,7 +92,6 @@ PACKAGES = (
     ("onnxruntime", "ONNX Runtime"),
     ("tf2onnx", "tf2onnx"),
 )
-MIN_SIZE = 16  # the smallest LR side of a TFLite export (sr.deploy.check_request)
 REASON_CHARS = 160  # a failure's reason is cut to this length in its row (stderr has it whole)
 
 
