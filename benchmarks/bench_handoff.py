@@ -10,7 +10,9 @@ synthetic in-memory dataset (one batch repeated through a trivial ``map``) shows
 input pipeline can remove: handing a ready batch to Python and waking tf.data's threads.
 
 ``--train``: the default ``data=tfrecord`` pipeline of ``python train.py`` (the demo photos, batch
-64) once per ``--threads`` value (``data.threads``; ``null``: the default), each feeding one
+64) once per ``--threads`` value (``data.threads``; ``null``: the default), and with
+``--no-slack`` once more per value without the slack of its last prefetch (tf.data's
+``experimental_slack``, on in ``sr.data.pipeline``), each feeding one
 training step of the default model (ESPCN, L1, Adam, in one ``tf.function``: the trainer's step
 without its logging and guard) in this process; the variants take turns, ``--block`` steps each
 after 20 of warm-up, for ``--blocks`` rounds, so that a load that drifts weighs on all of them
@@ -78,6 +80,7 @@ def handoff(args) -> None:
 
 def train_blocks(args) -> None:
     """The ``--train`` table (module docstring)."""
+    variants = [(t, slack) for t in args.threads for slack in (True, False)[: 1 + args.no_slack]]
     cfgs = {t: compose(f"data.threads={t}", *args.overrides) for t in args.threads}
     ensure_demo(cfgs[args.threads[0]].demo_dir)
     model = build_model(cfgs[args.threads[0]])
@@ -92,11 +95,14 @@ def train_blocks(args) -> None:
         return loss
 
     iterators = {}
-    for t, cfg in cfgs.items():
-        source = build_source(cfg)
+    for t, slack in variants:
+        source = build_source(cfgs[t])
         source.prepare()
-        iterators[t] = iter(source.dataset())
-    rows = {t: [] for t in args.threads}  # (wait ms, step ms) per block
+        options = tf.data.Options()
+        options.experimental_slack = slack  # the latest option set wins
+        name = t if slack else f"{t}, no slack"
+        iterators[name] = iter(source.dataset().with_options(options))
+    rows = {name: [] for name in iterators}  # (wait ms, step ms) per block
     for _ in range(args.blocks):
         for t, it in iterators.items():
             for _ in range(20):
@@ -111,7 +117,7 @@ def train_blocks(args) -> None:
             rows[t].append(
                 (1e3 * wait / args.block, 1e3 * (time.perf_counter() - start) / args.block)
             )
-    first = args.threads[0]
+    first = next(iter(rows))
     print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
     print("| data.threads | data-wait ms | step ms | data-wait share | share / first's |")
     print("|---|---:|---:|---:|---:|")
@@ -129,6 +135,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--train", action="store_true", help="beside a training step")
     parser.add_argument("--threads", nargs="+", default=["0", "null"], help="data.threads")
+    parser.add_argument("--no-slack", action="store_true", help="each also without slack")
     parser.add_argument("--blocks", type=int, default=12, help="rounds of the variants")
     parser.add_argument("--block", type=int, default=50, help="timed steps per block")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")

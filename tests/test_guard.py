@@ -269,7 +269,7 @@ def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
         f"data.val_dir={folders / 'val'}",
         "data=generator",
         "data.batch_size=4",
-        "model=edsr_lite",
+        *EDSR_TINY,
         "train.log_every=5",
         "train.val_every=10",
         "train.ckpt_every=10",

@@ -221,8 +221,9 @@ def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
     compose, photo_dir, tmp_path, monkeypatch
 ):
     """data.threads: by default (null) a pool of its own, one thread per 4 cores, at least one,
-    where no GPU is visible; TensorFlow's shared pools (0) or N threads when asked; the batches
-    are the same bit for bit with any pool."""
+    where no GPU is visible; TensorFlow's shared pools (0) or N threads when asked; the last
+    prefetch has slack (tf.data's ``experimental_slack``); the batches are the same bit for bit
+    with any pool, and without the slack."""
     from sr.data.source import pipeline_threads
 
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
@@ -233,20 +234,30 @@ def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"])
     assert pipeline_threads(None) == 0  # the step runs on the GPU: the cores are the pipeline's
 
-    def batches(*threads):
+    def batches(*threads, slack=True):
         ordered = "data.deterministic=true"
         loader = _loader(compose, "tfrecord", photo_dir, tmp_path, ordered, *threads)
         ds = loader.dataset()
+        if not slack:  # the latest option set wins
+            options = tf.data.Options()
+            options.experimental_slack = False
+            ds = ds.with_options(options)
         it = iter(ds)
         out = [t.numpy() for _ in range(3) for t in next(it)]
-        return ds.options().threading.private_threadpool_size, out
+        return (
+            ds.options().threading.private_threadpool_size,
+            ds.options().experimental_slack,
+        ), out
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
     (own, mine), (shared, theirs) = batches(), batches("data.threads=0")
-    assert (own, shared) == (1, None)
-    for a, b in zip(mine, theirs, strict=True):
+    unslack, plain = batches(slack=False)
+    # a pool of its own or the shared ones, and the last prefetch's slack on or off: same batches
+    assert (own, shared, unslack) == ((1, True), (None, True), (1, False))
+    for a, b, c in zip(mine, theirs, plain, strict=True):
         np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
 
 
 @pytest.mark.parametrize("rot90", [False, True])

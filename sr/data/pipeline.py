@@ -1,7 +1,8 @@
 """The one path from a data source to training batches (:func:`pairs_dataset`): the source's
 uint8 patch batches -> its pair stage (``PatchSource.to_pairs``) in order -> the training-pair
 pool of ``degradation.pool_size`` (``sr.data.pair_pool``) -> the tf.data service
-(``data.service``) -> prefetch, on the pipeline's own threads (:func:`pipeline_threads`).
+(``data.service``) -> prefetch (with slack), on the pipeline's own threads
+(:func:`pipeline_threads`).
 ``sr.data.source`` re-exports both."""
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def pairs_dataset(
     """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
     ``source.to_pairs`` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's number
     (``start``, ``start + 1``, ...) -> (the pair pool of ``degradation.pool_size``,
-    ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch, on
-    :func:`pipeline_threads` threads.
+    ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch
+    (with tf.data's ``experimental_slack``), on :func:`pipeline_threads` threads.
 
     Args:
         source: a prepared source (``sr.data.source.PatchSource``).
@@ -83,6 +84,11 @@ def pairs_dataset(
         ds = pairs()
     options = tf.data.Options()
     options.deterministic = source.deterministic
+    # slack in the last prefetch (tf.data's option for host-side contention at a step's start):
+    # the next batch is made a little after the step has started, not at its start, where it
+    # competed with the step for the cores and delayed the handoff (docs/performance.md,
+    # "Data-wait in the training log"); the same batches in the same order
+    options.experimental_slack = True
     if threads := pipeline_threads(source.threads):
         options.threading.private_threadpool_size = threads
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
