@@ -123,11 +123,15 @@ def resize(images: tf.Tensor, size, mode, factor=None) -> tf.Tensor:
     size = tf.cast(size, tf.int32)
 
     factors = (None, None) if factor is None else tf.unstack(tf.broadcast_to(factor, [2]))
+    index = tf.cast(mode, tf.int32)
 
-    def along(m):
-        rows = resize_matrix(shape[1], size[0], m, factors[0])
-        cols = resize_matrix(shape[2], size[1], m, factors[1])
-        return separable(images, rows, cols)
+    def matrix(n_in, n_out, axis_factor):  # every mode's matrix (small), the drawn one taken
+        every = [resize_matrix(n_in, n_out, m, axis_factor) for m in MODES]
+        return tf.gather(tf.stack(every), index)
 
-    out = tf.switch_case(tf.cast(mode, tf.int32), [lambda m=m: along(m) for m in MODES])
+    # one product per axis with the drawn mode's matrices: a smaller graph than one branch per
+    # mode (tf.switch_case), traced and instantiated faster; the same matrices, the same pixels
+    rows = matrix(shape[1], size[0], factors[0])
+    cols = matrix(shape[2], size[1], factors[1])
+    out = separable(images, rows, cols)
     return tf.ensure_shape(out, [images.shape[0], None, None, images.shape[-1]])
