@@ -12,7 +12,9 @@ parent of the ``sr`` package), so that default paths work from any working direc
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -40,37 +42,32 @@ if TYPE_CHECKING:
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
-# The schema of each ``conf/data/<mode>.yaml`` (its defaults list names the key of this table);
-# the source class of each mode names it (``sr.data.SOURCES``).
+# The schema of each conf/data/<mode>.yaml (named by its defaults list and sr.data.SOURCES)
 DATA_SCHEMAS = {f"base_{mode}": schema for mode, schema in DATA_MODES.items()}
 
 
 def _unit_open(value) -> str | None:
     """Why ``value`` is not a number in (0, 1), or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1:
-        return None
-    return "must be a number in (0, 1)"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+    return None if ok else "must be a number in (0, 1)"
 
 
 def _unit_half_open(value) -> str | None:
     """Why ``value`` is not a number in [0, 1), or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
-        return None
-    return "must be a number in [0, 1)"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+    return None if ok else "must be a number in [0, 1)"
 
 
 def _ema(value) -> str | None:
     """Why ``value`` is not a decay of ``train.ema``, or None."""
-    if _unit_open(value) is None:
-        return None
-    return "must be null (no weight averaging) or a decay in (0, 1) such as 0.999"
+    why = "must be null (no weight averaging) or a decay in (0, 1) such as 0.999"
+    return None if _unit_open(value) is None else why
 
 
 def _guard_lr_factor(value) -> str | None:
     """Why ``value`` is not a ``train.guard_lr_factor``, or None."""
-    if _unit_open(value) is None:
-        return None
-    return "must be a number in (0, 1) (each rollback multiplies the learning rate by it)"
+    why = "must be a number in (0, 1) (each rollback multiplies the learning rate by it)"
+    return None if _unit_open(value) is None else why
 
 
 def _count(default: int, minimum: int = 1):
@@ -509,6 +506,12 @@ def compose(*overrides: str) -> DictConfig:
         ConfigError: for a key that moved into a group (``train.loss=l2``: ``loss=l2``).
     """
     check_overrides(overrides)
+    # composed once per process (conf/ and the schemas do not change); the caller's own copy
+    return copy.deepcopy(_composed(tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=64)
+def _composed(overrides: tuple[str, ...]) -> DictConfig:
     with hydra.initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return hydra.compose("config", overrides=list(overrides))
 
