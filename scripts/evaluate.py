@@ -72,7 +72,14 @@ import sys
 from pathlib import Path
 
 import sr.config  # registers the ${sr_root:} resolver of saved run configs; no TensorFlow
-from sr.cli import BICUBIC, add_checkpoint_argument, add_weights_argument, check_source
+from sr.cli import (
+    BICUBIC,
+    EXIT_REFUSED,
+    add_checkpoint_argument,
+    add_weights_argument,
+    check_source,
+    refused,
+)
 from sr.core.errors import ImageFolderError, RunDirError
 from sr.core.quiet import quiet_tensorflow
 
@@ -227,11 +234,8 @@ def lr_folders(args: argparse.Namespace, scale: int) -> list[str] | None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        check_args(args)
-    except ValueError as e:
-        print(f"evaluate.py: error: {e}", file=sys.stderr)
-        return 2
+    if refused("evaluate.py", check_args, args):
+        return EXIT_REFUSED
     quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
     from sr.results import evaluate, write_results, write_tensorboard
 
@@ -248,7 +252,7 @@ def main(argv=None) -> int:
         )  # fmt: skip
     except (RunDirError, ImageFolderError, ValueError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     for entry in results.values():
         entry["checkpoint_label"] = m["chosen"]
         if args.degradation:

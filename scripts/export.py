@@ -53,6 +53,7 @@ import sys
 import sr.config  # noqa: F401  (registers the ${sr_root:} resolver of run configs; no TensorFlow)
 from sr.cli import (
     DEFAULT_SIZE,
+    EXIT_REFUSED,
     FORMATS,
     QUANTIZE,
     STATE_DICT,
@@ -60,6 +61,7 @@ from sr.cli import (
     add_weights_argument,
     check_export_request,
     check_source,
+    refused,
 )
 from sr.core.errors import RunDirError
 from sr.core.quiet import quiet_tensorflow
@@ -187,11 +189,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        check_args(args)
-    except ValueError as e:
-        print(f"export.py: error: {e}", file=sys.stderr)
-        return 2
+    if refused("export.py", check_args, args):
+        return EXIT_REFUSED
     quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
     from sr.deploy import ExportCheckError, MissingExtraError
 
@@ -202,7 +201,7 @@ def main(argv=None) -> int:
         )  # fmt: skip
     except (RunDirError, ValueError, MissingExtraError, ExportCheckError) as e:
         print(f"export.py: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     src, check = r["source"], r.get("check")
     if r["format"] == STATE_DICT:
         print(

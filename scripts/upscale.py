@@ -52,11 +52,13 @@ from pathlib import Path
 import sr.config  # noqa: F401  (registers the ${sr_root:} resolver of run configs; no TensorFlow)
 from sr.cli import (
     DEFAULT_TILE,
+    EXIT_REFUSED,
     add_checkpoint_argument,
     add_weights_argument,
     check_input,
     check_source,
     export_record_path,
+    refused,
 )
 from sr.core.errors import ImageFolderError, RunDirError
 from sr.core.quiet import quiet_tensorflow
@@ -123,11 +125,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        check_args(args)
-    except ValueError as e:
-        print(f"upscale.py: error: {e}", file=sys.stderr)
-        return 2
+    if refused("upscale.py", check_args, args):
+        return EXIT_REFUSED
     quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
     from sr.deploy import MissingExtraError
     from sr.inference import SequenceUpscaler, Upscaler, run_window
@@ -152,7 +151,7 @@ def main(argv=None) -> int:
             upscaler = Upscaler(model, int(cfg.data.scale), overlap=args.overlap)
     except (RunDirError, ImageFolderError, ValueError, MissingExtraError) as e:
         print(f"upscale.py: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     if window is not None and isinstance(upscaler, SequenceUpscaler):
         failures = upscale_sequences(
             upscaler, jobs, stride, index, args.tile, progress=not args.no_progress

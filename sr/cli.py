@@ -14,6 +14,7 @@ import them from here: ``sr.train.checkpoint`` (:data:`WEIGHTS`), ``sr.train.pre
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from sr.core.errors import ImageFolderError
@@ -33,6 +34,21 @@ QUANTIZE = ("int8",)  # export.py --quantize (TFLite)
 DEFAULT_SIZE = 256  # export.py --size: the LR side of a TFLite export
 MIN_TFLITE_SIZE = 16  # the smallest LR side of a TFLite export
 EXPORT_RECORD = "export.json"  # the record of an export, beside its model file(s)
+
+
+EXIT_REFUSED = 2  # a script's exit code for a command line it refuses (argparse's own, too)
+
+
+def refused(prog: str, check, args) -> bool:
+    """Run ``check(args)``; for a ``ValueError`` (every refusal of this module is one) print
+    ``<prog>: error: <message>`` to stderr, as argparse does, and return True: the script then
+    exits with :data:`EXIT_REFUSED` before it imports TensorFlow."""
+    try:
+        check(args)
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return True
+    return False
 
 
 def add_weights_argument(parser) -> None:
