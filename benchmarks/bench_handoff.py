@@ -3,6 +3,7 @@ data-wait of the demo's pipeline beside a training step for each ``data.threads`
 
     python benchmarks/bench_handoff.py [--pause-ms 24] [--steps 200]
     python benchmarks/bench_handoff.py --train [--threads 0 1] [--blocks 12] [--block 50]
+    python benchmarks/bench_handoff.py --trainer [--rounds 4] [--steps 600] [--val-every N]
 
 Without ``--train``: calls ``next()`` on several pipelines, with the consumer pausing
 ``--pause-ms`` between calls and in a tight loop, and prints the mean time per call in ms. A
@@ -19,6 +20,14 @@ after 20 of warm-up, for ``--blocks`` rounds, so that a load that drifts weighs 
 alike. Prints per variant the median over blocks of the data-wait (ms in ``next()`` per step),
 the step time and the data-wait share, and for each variant after the first the median over
 blocks of its share divided by the first's in the same round.
+
+``--trainer``: the trainer itself (``sr.train.app.run``, the config of ``python train.py``, no
+validation or checkpoint unless ``--val-every``), ``--rounds`` runs of ``--steps`` with the last
+prefetch's slack on, then off, in turn, in this process; ``next()`` of every step is timed
+(``Trainer.next_batch`` wrapped), and the slack turned off by wrapping
+``sr.data.source.pairs_dataset`` (a study's hook, not an option of the project). Prints per round
+and variant the mean and median wait of the steps after the first 100, the run's mean step time
+and the share; then the median over rounds, and the waits over 30 ms with their step.
 """
 
 from __future__ import annotations
@@ -38,6 +47,15 @@ import tensorflow as tf  # noqa: E402
 from sr.config import build_source, compose  # noqa: E402
 from sr.data.demo import ensure_demo  # noqa: E402
 from sr.train.checkpoint import build_model  # noqa: E402
+
+
+def without_slack(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """``ds`` with ``experimental_slack`` off (the latest option set wins). Only for the variant
+    without: an options stage after the last prefetch leaves that prefetch without its slack
+    whatever the option says (measured: both variants then wait alike)."""
+    options = tf.data.Options()
+    options.experimental_slack = False
+    return ds.with_options(options)
 
 
 def wait_per_call(ds: tf.data.Dataset, steps: int, pause: float) -> float:
@@ -98,10 +116,9 @@ def train_blocks(args) -> None:
     for t, slack in variants:
         source = build_source(cfgs[t])
         source.prepare()
-        options = tf.data.Options()
-        options.experimental_slack = slack  # the latest option set wins
         name = t if slack else f"{t}, no slack"
-        iterators[name] = iter(source.dataset().with_options(options))
+        ds = source.dataset()
+        iterators[name] = iter(ds if slack else without_slack(ds))
     rows = {name: [] for name in iterators}  # (wait ms, step ms) per block
     for _ in range(args.blocks):
         for t, it in iterators.items():
@@ -129,6 +146,57 @@ def train_blocks(args) -> None:
         print(f"| {t} | {wait:.3f} | {step_ms:.1f} | {share:.2f} % | {ratio:.2f} |")
 
 
+def trainer_rounds(args) -> None:
+    """The ``--trainer`` table (module docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    import sr.data.source
+    from sr.train import loop
+    from sr.train.app import run
+
+    waits, slack, make, step = (
+        [],
+        {"on": True},
+        sr.data.source.pairs_dataset,
+        loop.Trainer.next_batch,
+    )
+
+    def pairs_dataset(*a, **k):
+        return make(*a, **k) if slack["on"] else without_slack(make(*a, **k))
+
+    def next_batch(self, iterator):
+        t0 = time.perf_counter()
+        batch = step(self, iterator)
+        waits.append(1e3 * (time.perf_counter() - t0))
+        return batch
+
+    sr.data.source.pairs_dataset, loop.Trainer.next_batch = pairs_dataset, next_batch
+    val = [f"train.val_every={args.val_every or 10**6}", "train.ckpt_every=1000000"]
+    rows = {True: [], False: []}
+    for r in range(args.rounds):
+        for on in (True, False):
+            slack["on"], waits[:] = on, []
+            with tempfile.TemporaryDirectory() as tmp:
+                res = run(compose(f"train.steps={args.steps}", "train.log_every=100", *val,
+                                  *args.overrides), Path(tmp) / "run")  # fmt: skip
+            w = np.array(waits[100:])
+            rows[on].append((w.mean(), np.median(w), res["step_time_ms"]))
+            late = [(k, round(x)) for k, x in enumerate(waits) if x > 30 and k > 5]
+            print(f"round {r} slack {on}: wait {w.mean():.3f} ms (median {np.median(w):.3f}), "
+                  f"step {res['step_time_ms']:.1f} ms; over 30 ms (step, ms): {late}")  # fmt: skip
+    print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
+    print("| last prefetch | data-wait ms | median next() ms | step ms | data-wait share |")
+    print("|---|---:|---:|---:|---:|")
+    for on, r in rows.items():
+        wait, med, ms = (statistics.median(x[i] for x in r) for i in range(3))
+        share = 100 * statistics.median(x[0] / x[2] for x in r)
+        name = "with slack" if on else "without slack"
+        print(f"| {name} | {wait:.3f} | {med:.3f} | {ms:.1f} | {share:.2f} % |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pause-ms", type=float, default=24.0, help="consumer pause per call")
@@ -138,9 +206,16 @@ def main(argv=None) -> int:
     parser.add_argument("--no-slack", action="store_true", help="each also without slack")
     parser.add_argument("--blocks", type=int, default=12, help="rounds of the variants")
     parser.add_argument("--block", type=int, default=50, help="timed steps per block")
+    parser.add_argument("--trainer", action="store_true", help="the trainer, slack on and off")
+    parser.add_argument("--rounds", type=int, default=4, help="--trainer: rounds of the two")
+    parser.add_argument("--val-every", type=int, help="--trainer: validate every N steps")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")
     args = parser.parse_args(argv)
-    train_blocks(args) if args.train else handoff(args)
+    if args.trainer:
+        args.steps = args.steps if args.steps != 200 else 600
+        trainer_rounds(args)
+    else:
+        train_blocks(args) if args.train else handoff(args)
     return 0
 
 
