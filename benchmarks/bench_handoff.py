@@ -4,6 +4,7 @@ data-wait of the demo's pipeline beside a training step for each ``data.threads`
     python benchmarks/bench_handoff.py [--pause-ms 24] [--steps 200]
     python benchmarks/bench_handoff.py --train [--threads 0 1] [--blocks 12] [--block 50]
     python benchmarks/bench_handoff.py --trainer [--rounds 4] [--steps 600] [--val-every N]
+    python benchmarks/bench_handoff.py --trainer --sync [--rounds 4] [--steps 600]
 
 Without ``--train``: calls ``next()`` on several pipelines, with the consumer pausing
 ``--pause-ms`` between calls and in a tight loop, and prints the mean time per call in ms. A
@@ -28,6 +29,9 @@ prefetch's slack on, then off, in turn, in this process; ``next()`` of every ste
 ``sr.data.source.pairs_dataset`` (a study's hook, not an option of the project). Prints per round
 and variant the mean and median wait of the steps after the first 100, the run's mean step time
 and the share; then the median over rounds, and the waits over 30 ms with their step.
+``--sync``: the same rounds with the slack on in both, the batch taken by
+``sr.data.pipeline.handoff`` (``IteratorGetNextSync`` on the loop's thread, the default) against
+``next()`` (``IteratorGetNext``, handed over by one of tf.data's threads).
 """
 
 from __future__ import annotations
@@ -157,25 +161,37 @@ def trainer_rounds(args) -> None:
     from sr.train import loop
     from sr.train.app import run
 
-    waits, slack, make, step = (
+    import sr.data.pipeline
+
+    waits, slack, make, step, sync = (
         [],
         {"on": True},
         sr.data.source.pairs_dataset,
         loop.Trainer.next_batch,
+        sr.data.pipeline.handoff,
     )
 
-    def pairs_dataset(*a, **k):
-        return make(*a, **k) if slack["on"] else without_slack(make(*a, **k))
+    def pairs_dataset(*a, **k):  # --sync: always with slack
+        return make(*a, **k) if slack["on"] or args.sync else without_slack(make(*a, **k))
 
-    def next_batch(self, iterator):
+    def handoff(iterator):  # --sync: the variant "off" takes batches by next()
+        return sync(iterator) if slack["on"] or not args.sync else lambda: next(iterator)
+
+    def next_batch(self):
         t0 = time.perf_counter()
-        batch = step(self, iterator)
+        batch = step(self)
         waits.append(1e3 * (time.perf_counter() - t0))
         return batch
 
     sr.data.source.pairs_dataset, loop.Trainer.next_batch = pairs_dataset, next_batch
+    sr.data.pipeline.handoff = handoff
     val = [f"train.val_every={args.val_every or 10**6}", "train.ckpt_every=1000000"]
     rows = {True: [], False: []}
+    names = (
+        {True: "IteratorGetNextSync (the default)", False: "next()"}
+        if args.sync
+        else {True: "with slack (the default)", False: "without slack"}
+    )
     for r in range(args.rounds):
         for on in (True, False):
             slack["on"], waits[:] = on, []
@@ -185,16 +201,15 @@ def trainer_rounds(args) -> None:
             w = np.array(waits[100:])
             rows[on].append((w.mean(), np.median(w), res["step_time_ms"]))
             late = [(k, round(x)) for k, x in enumerate(waits) if x > 30 and k > 5]
-            print(f"round {r} slack {on}: wait {w.mean():.3f} ms (median {np.median(w):.3f}), "
+            print(f"round {r} {names[on]}: wait {w.mean():.3f} ms (median {np.median(w):.3f}), "
                   f"step {res['step_time_ms']:.1f} ms; over 30 ms (step, ms): {late}")  # fmt: skip
     print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
-    print("| last prefetch | data-wait ms | median next() ms | step ms | data-wait share |")
+    print(f"| {'batch taken by' if args.sync else 'last prefetch'} | data-wait ms | median next() ms | step ms | data-wait share |")
     print("|---|---:|---:|---:|---:|")
     for on, r in rows.items():
         wait, med, ms = (statistics.median(x[i] for x in r) for i in range(3))
         share = 100 * statistics.median(x[0] / x[2] for x in r)
-        name = "with slack" if on else "without slack"
-        print(f"| {name} | {wait:.3f} | {med:.3f} | {ms:.1f} | {share:.2f} % |")
+        print(f"| {names[on]} | {wait:.3f} | {med:.3f} | {ms:.1f} | {share:.2f} % |")
 
 
 def main(argv=None) -> int:
@@ -209,6 +224,9 @@ def main(argv=None) -> int:
     parser.add_argument("--trainer", action="store_true", help="the trainer, slack on and off")
     parser.add_argument("--rounds", type=int, default=4, help="--trainer: rounds of the two")
     parser.add_argument("--val-every", type=int, help="--trainer: validate every N steps")
+    parser.add_argument(
+        "--sync", action="store_true", help="--trainer: the handoff against next(), not the slack"
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the loaders")
     args = parser.parse_args(argv)
     if args.trainer:

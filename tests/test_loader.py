@@ -260,6 +260,43 @@ def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
         np.testing.assert_array_equal(a, c)
 
 
+def test_the_handoff_takes_the_iterators_elements():
+    """``sr.data.pipeline.handoff`` (the training loop's ``next()``, ``IteratorGetNextSync`` on
+    the calling thread): the elements of ``next()`` in the same order and structure, from a
+    graph pipeline and from a Python generator (no deadlock: the op releases the GIL), and
+    ``OutOfRangeError`` at the end; an element with a ragged part is taken by ``next()``. Fails
+    if TensorFlow changes the iterator's public composite encoding that it relies on (one
+    resource tensor)."""
+    from sr.core.batch import Batch
+    from sr.data.pipeline import handoff
+
+    def graph():
+        return tf.data.Dataset.range(5).map(
+            lambda i: Batch(tf.fill([2, 3, 3, 1], tf.cast(i, tf.float32)), tf.fill([2, 1], i))
+        )
+
+    def generated():
+        rows = ((np.full([2], i, np.uint8), np.int32(i)) for i in range(5))
+        sig = (tf.TensorSpec([2], tf.uint8), tf.TensorSpec([], tf.int32))
+        return tf.data.Dataset.from_generator(lambda: rows, output_signature=sig).prefetch(2)
+
+    for make in (graph, generated):
+        it = iter(make())
+        assert [t.dtype for t in tf.nest.flatten(it, expand_composites=True)] == [tf.resource]
+        take = handoff(it)
+        for want in make():
+            got = take()
+            assert type(got) is type(want)
+            for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(want), strict=True):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                np.testing.assert_array_equal(a, b)
+        with pytest.raises(tf.errors.OutOfRangeError):
+            take()
+    ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3]]))
+    take = handoff(iter(ragged))
+    assert [take().numpy().tolist() for _ in range(2)] == [[1], [2, 3]]
+
+
 @pytest.mark.parametrize("rot90", [False, True])
 @pytest.mark.parametrize("mode", MODES)
 def test_premade_lr_folder_pairs_stay_aligned(compose, photo_dir, tmp_path, mode, rot90):

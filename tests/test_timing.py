@@ -180,11 +180,11 @@ def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplo
 
     next_batch, calls = Trainer.next_batch, []
 
-    def slow_first(self, iterator):
+    def slow_first(self):
         calls.append(1)
         if len(calls) == 1:
             time.sleep(2.0)
-        return next_batch(self, iterator)
+        return next_batch(self)
 
     monkeypatch.setattr(Trainer, "next_batch", slow_first)
     cfg = compose(

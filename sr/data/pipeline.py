@@ -3,11 +3,13 @@ uint8 patch batches -> its pair stage (``PatchSource.to_pairs``) in order -> the
 pool of ``degradation.pool_size`` (``sr.data.pair_pool``) -> the tf.data service
 (``data.service``) -> prefetch (with slack), on the pipeline's own threads
 (:func:`pipeline_threads`).
-``sr.data.source`` re-exports both."""
+``sr.data.source`` re-exports both. :func:`handoff`: how the training loop takes each batch.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -92,3 +94,44 @@ def pairs_dataset(
     if threads := pipeline_threads(source.threads):
         options.threading.private_threadpool_size = threads
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def handoff(iterator) -> Callable[[], object]:
+    """The training loop's ``next(iterator)``, taken on the calling thread: a function of no
+    argument that returns the iterator's next element (the same elements in the same order, the
+    same errors: ``tf.errors.OutOfRangeError`` at the end, ``DataLossError`` of a corrupt shard).
+
+    ``next()`` on a tf.data iterator runs ``IteratorGetNext``, an asynchronous kernel: the
+    element is taken on one of tf.data's threads and handed back: two thread wake-ups on the
+    first call after a training step, a part of the training log's data-wait that no input
+    pipeline can remove (``docs/performance.md``, "Data-wait in the training log"; measured by
+    ``benchmarks/bench_handoff.py --sync``). ``IteratorGetNextSync`` takes it on the
+    calling thread, for callers outside TensorFlow's thread pools (the training loop, in eager
+    mode). No public method of ``tf.data.Iterator`` runs it, so the iterator's resource is
+    taken through its public composite-tensor encoding (``tf.nest.flatten(...,
+    expand_composites=True)``): ``tests/test_loader.py::test_the_handoff_takes_the_iterators_
+    elements`` fails if TensorFlow changes that encoding. An element that is not only dense
+    tensors (ragged, sparse, datasets) is taken by ``next()``.
+
+    Args:
+        iterator: an iterator of ``iter(tf.data.Dataset)`` (eager).
+
+    Returns:
+        A function returning the next element, structured as ``iterator.element_spec``.
+    """
+    spec = iterator.element_spec
+    flat = tf.nest.flatten(spec)
+    resource = tf.nest.flatten(iterator, expand_composites=True)
+    if len(resource) != 1 or not all(type(s) is tf.TensorSpec for s in flat):
+        return lambda: next(iterator)
+    types, shapes = [s.dtype for s in flat], [s.shape for s in flat]
+
+    def take():
+        return tf.nest.pack_sequence_as(
+            spec,
+            tf.raw_ops.IteratorGetNextSync(
+                iterator=resource[0], output_types=types, output_shapes=shapes
+            ),
+        )
+
+    return take

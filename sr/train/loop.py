@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 from omegaconf import DictConfig
 
+from sr.data import pipeline
 from sr.train import distribute
 from sr.train.checkpoint import (
     BEST_DIR,
@@ -242,13 +243,14 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.resume_dir = distribute.chief_run_dir(self.run_dir)  # what resume= names
         self.restore_dir = self.resume_dir / "checkpoints"
 
-    def next_batch(self, iterator):
-        """The next step's batch (an ``sr.core.batch.Batch``, or what the source's device stage
-        takes) with one replica's share, or, with several replicas, one batch per local replica,
+    def next_batch(self):
+        """The next step's batch from :attr:`iterator` (an ``sr.core.batch.Batch``, or what the
+        source's device stage takes; taken by ``sr.data.pipeline.handoff``) with one replica's
+        share, or, with several replicas, one batch per local replica,
         each placed on its replica's device (the structure kept)."""
         if self.strategy.num_replicas_in_sync == 1:
-            return next(iterator)
-        batches = [next(iterator) for _ in range(self.local_replicas)]
+            return self.take_batch()
+        batches = [self.take_batch() for _ in range(self.local_replicas)]
         first = self.pipeline * self.local_replicas
 
         def part(k):
@@ -283,6 +285,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 self.loader.share((self.pipeline, pipelines)),
             )
         iterator = iter(self.loader.dataset(start=step * self.local_replicas, context=context))
+        self.take_batch = pipeline.handoff(iterator)  # next(iterator), on this thread
         # the device stage's state (degradation.pool_size on the accelerator), with the position
         pool = self.loader.device_state(self.strategy, self.stream_checkpoint)
         if pool is not None:
@@ -330,7 +333,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             with stop_signals() as stop:
                 interrupted = self._run_steps(timer, stop)
         finally:
-            self.iterator = None  # a generator-mode iterator must go before interpreter shutdown
+            # a generator-mode iterator must go before interpreter shutdown
+            self.iterator = self.take_batch = None
         if interrupted is not None:
             log.warning(
                 "stopped by %s at step %d; resume with resume=%s",
@@ -365,7 +369,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             profiler.before(step)
             t0 = time.perf_counter()
             try:
-                batch = self.next_batch(self.iterator)
+                batch = self.next_batch()
             except tf.errors.DataLossError as e:  # a corrupt shard: name it, mark it stale
                 raise self.loader.explain_data_loss(e) from e
             timer.add_wait(time.perf_counter() - t0)

@@ -172,7 +172,7 @@ class GuardPolicy:
         self.guard.rolled_back(target)
         self.saved_steps = [s for s in self.saved_steps if s <= target]
         self.stream_checkpoint = self.data_checkpoint(path)
-        self.iterator = None
+        self.iterator = self.take_batch = None
         self.iterator = self.data_iterator()  # at the restored step, from its data position
         if self.chief:
             self.delete_checkpoints_after(target)
