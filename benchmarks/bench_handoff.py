@@ -157,11 +157,10 @@ def trainer_rounds(args) -> None:
 
     import numpy as np
 
+    import sr.data.pipeline
     import sr.data.source
     from sr.train import loop
     from sr.train.app import run
-
-    import sr.data.pipeline
 
     waits, slack, make, step, sync = (
         [],
@@ -204,7 +203,8 @@ def trainer_rounds(args) -> None:
             print(f"round {r} {names[on]}: wait {w.mean():.3f} ms (median {np.median(w):.3f}), "
                   f"step {res['step_time_ms']:.1f} ms; over 30 ms (step, ms): {late}")  # fmt: skip
     print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
-    print(f"| {'batch taken by' if args.sync else 'last prefetch'} | data-wait ms | median next() ms | step ms | data-wait share |")
+    what = "batch taken by" if args.sync else "last prefetch"
+    print(f"| {what} | data-wait ms | median next() ms | step ms | data-wait share |")
     print("|---|---:|---:|---:|---:|")
     for on, r in rows.items():
         wait, med, ms = (statistics.median(x[i] for x in r) for i in range(3))
