@@ -108,3 +108,33 @@ def finished(run: tuple[subprocess.Popen, IO[str]], timeout: float = 300) -> str
     log.close()
     assert proc.returncode == 0, out
     return out
+
+
+def stopped_at(run_dir: Path, step: int, dest: Path) -> Path:
+    """``dest``: a copy of the finished run ``run_dir`` as if it had been killed just after its
+    checkpoint of ``step`` (what ``resume=`` then reads): the checkpoints after ``step``
+    deleted, the rotation's record (``tf.compat.v1.train.update_checkpoint_state``) naming
+    ``ckpt-<step>`` as the newest. One run then stands for both the uninterrupted run and the
+    interrupted one, where a test compares checkpoints (logs and TensorBoard files are copied
+    as they are). Not for a run with a best checkpoint (``checkpoints/best``: it could be from
+    after ``step``)."""
+    import shutil
+
+    import tensorflow as tf
+
+    from sr.train.checkpoint import checkpoint_step
+
+    shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns(".lock"))
+    folder = dest / "checkpoints"
+    assert not (folder / "best").exists(), f"{run_dir} has a best checkpoint"
+    paths = tf.train.get_checkpoint_state(str(folder)).all_model_checkpoint_paths
+    keep = [Path(p).name for p in paths if checkpoint_step(p) <= step]
+    assert keep and checkpoint_step(keep[-1]) == step, (step, list(paths))
+    for path in paths:
+        if checkpoint_step(path) > step:
+            for file in folder.glob(Path(path).name + ".*"):
+                file.unlink()
+    tf.compat.v1.train.update_checkpoint_state(
+        str(folder), keep[-1], all_model_checkpoint_paths=keep
+    )
+    return dest

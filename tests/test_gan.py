@@ -282,14 +282,15 @@ def test_two_stages_the_second_from_the_firsts_weights(gan_data, tmp_path, compo
 
 @pytest.mark.slow
 def test_a_gan_run_resumes_exactly(gan_data, tmp_path, compose):
-    """A GAN run stopped at step 2 and resumed to 4 ends bit-identical to the one run to 4: the
-    generator, the discriminator and both optimizers."""
+    """A GAN run stopped after its checkpoint of step 2 and resumed to 4 ends bit-identical to
+    the one run to 4: the generator, the discriminator and both optimizers."""
     from sr.train.app import run
+    from tests.conftest import stopped_at
 
     common = (*tiny(gan_data, tmp_path, "data.val_dir=null"), *GAN)
     run(compose(*common, "train.steps=4"), tmp_path / "one")
-    run(compose(*common, "train.steps=2"), tmp_path / "two")
-    run(compose(*common, "train.steps=4", f"resume={tmp_path / 'two'}"), tmp_path / "two")
+    two = stopped_at(tmp_path / "one", 2, tmp_path / "two")  # killed after ckpt-2
+    run(compose(*common, "train.steps=4", f"resume={two}"), two)
     one, two = final_state(tmp_path / "one", 4), final_state(tmp_path / "two", 4)
     assert one.keys() == two.keys()
     assert sum(k.startswith(("discriminator/", "d_optimizer/")) for k in one) > 10

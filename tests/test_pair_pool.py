@@ -187,11 +187,12 @@ def assert_same_pairs_in_order(a: np.ndarray, b: np.ndarray) -> None:
     "mode, device", [("generator", "input"), ("tfrecord", "input"), ("generator", "accelerator")]
 )
 def test_a_pooled_run_resumed_in_process_is_bit_identical(folders, tmp_path, mode, device, caplog):
-    """3 + 3 steps equal 6, every variable: the pool rebuilt (the input pipeline of
-    data=generator), restored with the tf.data iterator (data=tfrecord's ``scan`` state) or from
-    the checkpoint (the accelerator's, ``data/pool``). Two replicas on the accelerator, each with
-    its own pool: ``tests/test_pair_pool.py``'s process test."""
+    """6 steps stopped after step 3 and resumed equal 6, every variable: the pool rebuilt (the
+    input pipeline of data=generator), restored with the tf.data iterator (data=tfrecord's
+    ``scan`` state) or from the checkpoint (the accelerator's, ``data/pool``). Two replicas on
+    the accelerator, each with its own pool: ``tests/test_pair_pool.py``'s process test."""
     from sr.train.app import run
+    from tests.conftest import stopped_at
     from tests.test_resume_realesrgan import assert_same_checkpoints
 
     shards = (f"data.data_root={tmp_path / 'root'}", "data.num_shards=2")
@@ -200,9 +201,9 @@ def test_a_pooled_run_resumed_in_process_is_bit_identical(folders, tmp_path, mod
             "model.features=[8,4]", "train.log_every=1", "train.lr_schedule=constant",
             "train.ckpt_every=3", "train.ema=0.9")  # fmt: skip
     run(compose(*base, "train.steps=6"), tmp_path / "one")
-    run(compose(*base, "train.steps=3"), tmp_path / "two")
+    two = stopped_at(tmp_path / "one", 3, tmp_path / "two")  # killed after ckpt-3
     with caplog.at_level(logging.INFO):
-        run(compose(*base, "train.steps=6", f"resume={tmp_path / 'two'}"), tmp_path / "two")
+        run(compose(*base, "train.steps=6", f"resume={two}"), two)
     assert "continuing the checkpoint's batch stream at batch 3" in caplog.text
     one, two = (tmp_path / d / "checkpoints" / "ckpt-6" for d in ("one", "two"))
     assert_same_checkpoints(one, two, ("model", "EMA", "optimizer"))
@@ -214,10 +215,12 @@ def test_a_pooled_run_resumed_in_process_is_bit_identical(folders, tmp_path, mod
 def test_two_replicas_keep_a_pool_each_and_resume_it(folders, tmp_path):
     """``train.py`` on 2 logical CPUs (``train.strategy=mirrored``), the pool on the
     accelerator: one pool per replica, both in the checkpoint (``data/pool/replica_0``, ``_1``),
-    each with pairs of its own; 3 steps, then ``resume=`` to 6, equal 6 steps in one run."""
+    each with pairs of its own; 6 steps stopped after step 3 (a copy of the run, its later
+    checkpoint deleted: ``tests.conftest.stopped_at``), then ``resume=`` to 6, equal 6 steps in
+    one run."""
     import sys
 
-    from tests.conftest import ROOT, finished, started
+    from tests.conftest import ROOT, finished, started, stopped_at
     from tests.test_resume import ENV
     from tests.test_resume_realesrgan import assert_same_checkpoints
 
@@ -230,11 +233,9 @@ def test_two_replicas_keep_a_pool_each_and_resume_it(folders, tmp_path):
     def command(run_dir, *extra):
         return [sys.executable, str(ROOT / "train.py"), *args, *extra, f"hydra.run.dir={run_dir}"]
 
-    ref = started(command(tmp_path / "ref", "train.steps=6"), ENV)
-    finished(started(command(tmp_path / "two", "train.steps=3"), ENV), timeout=600)
-    resume = command(tmp_path / "two", "train.steps=6", f"resume={tmp_path / 'two'}")
-    out = finished(started(resume, ENV), timeout=600)
-    finished(ref, timeout=600)
+    finished(started(command(tmp_path / "ref", "train.steps=6"), ENV), timeout=600)
+    two = stopped_at(tmp_path / "ref", 3, tmp_path / "two")  # killed after ckpt-3
+    out = finished(started(command(two, "train.steps=6", f"resume={two}"), ENV), timeout=600)
     assert "continuing the checkpoint's batch stream at batch 3" in out, out
     one, two = (tmp_path / d / "checkpoints" / "ckpt-6" for d in ("ref", "two"))
     assert_same_checkpoints(one, two, ("model", "optimizer"))

@@ -127,14 +127,16 @@ GAN = ("loss=realesrgan", "discriminator=unet_sn", "discriminator.features=4",
 def test_a_realesrgan_gan_run_resumed_in_process_continues_its_stream(
     rgb_data, tmp_path, compose, caplog
 ):
-    """2 + 2 steps of a GAN run on Real-ESRGAN's pairs equal 4 steps, every variable."""
+    """4 steps of a GAN run on Real-ESRGAN's pairs, stopped after step 2 and resumed, equal 4
+    steps, every variable."""
     from sr.train.app import run
+    from tests.conftest import stopped_at
 
     common = (*tiny_realesrgan(rgb_data, tmp_path / "shards"), *GAN, "train.ckpt_every=2")
     run(compose(*common, "train.steps=4"), tmp_path / "one")
-    run(compose(*common, "train.steps=2"), tmp_path / "two")
+    two = stopped_at(tmp_path / "one", 2, tmp_path / "two")  # killed after ckpt-2
     with caplog.at_level(logging.INFO):
-        run(compose(*common, "train.steps=4", f"resume={tmp_path / 'two'}"), tmp_path / "two")
+        run(compose(*common, "train.steps=4", f"resume={two}"), two)
     assert "continuing the checkpoint's batch stream at batch 2" in caplog.text
     assert "differs from the checkpoint's" not in caplog.text
     assert_same_checkpoints(
