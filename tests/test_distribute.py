@@ -58,17 +58,6 @@ def run(cmd, env=ENV, code=0) -> str:
     return out
 
 
-def run_all(*cmds) -> list[str]:
-    """The outputs of independent runs started together, each to exit 0."""
-    return [finished(r) for r in [started(c, ENV) for c in cmds]]
-
-
-def state_of(out: str, run_dir: Path) -> dict[str, np.ndarray]:
-    """:func:`state` of a run that trained (its output names step 6)."""
-    assert [int(s) for s, _ in LOSS.findall(out)] == list(range(1, 7)), out
-    return state(run_dir)
-
-
 def state(run_dir: Path) -> dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run_dir / "checkpoints")))
     keys = [
@@ -94,15 +83,21 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
         "train.steps=6",
         "train.lr_schedule=constant",
     )
+    from sr.config import compose
+    from sr.train.app import run as train
+    from tests.test_guard import logged_losses
+
     root = tmp_path / "root"
     mirrored = ("train.strategy=mirrored", "train.logical_cpus=2")
-    one, two, seed1 = run_all(
-        train_cmd(folders, root, "tfrecord", tmp_path / "one", *common),
-        train_cmd(folders, root, "tfrecord", tmp_path / "two", *common, *mirrored),
-        train_cmd(folders, root, "tfrecord", tmp_path / "seed1", *common, "data.seed=1"),
-    )
+    # the replicas need a process (logical CPUs are set before TensorFlow starts); one device
+    # trains in this one meanwhile
+    proc = started(train_cmd(folders, root, "tfrecord", tmp_path / "two", *common, *mirrored), ENV)
+    for name, extra in (("one", ()), ("seed1", ("data.seed=1",))):
+        cmd = train_cmd(folders, root, "tfrecord", tmp_path / name, *common, *extra)
+        train(compose(*(a for a in cmd[2:] if not a.startswith("hydra."))), tmp_path / name)
+    two = finished(proc)
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in two
-    curve_one = {int(s): float(v) for s, v in LOSS.findall(one)}
+    curve_one = dict(logged_losses(tmp_path / "one"))
     curve_two = {int(s): float(v) for s, v in LOSS.findall(two)}
     print("loss, one device:", curve_one)
     print("loss, 2 replicas:", curve_two)
@@ -115,7 +110,8 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
     assert worst < 1e-5
     # the tolerance tells runs apart: one device on another batch stream (data.seed=1, the same
     # initial weights) ends far outside it, so the agreement above is not that of any two runs
-    other = state_of(seed1, tmp_path / "seed1")
+    assert [s for s, _ in logged_losses(tmp_path / "seed1")] == list(range(1, 7))
+    other = state(tmp_path / "seed1")
     apart = max(float(np.abs(a[k].astype(np.float64) - other[k]).max()) for k in a)
     print(f"largest difference from one device on another batch stream: {apart:.3g}")
     assert apart > 100 * 1e-5

@@ -202,6 +202,29 @@ def run_to_end(cmd: list[str]) -> str:
     return finished(started(cmd, ENV))
 
 
+def run_here(cmd: list[str]) -> str:
+    """The train.py command ``cmd`` run to its end in this process (``sr.train.app.run`` of its
+    overrides, into its ``hydra.run.dir``): the log lines it prints. For the uninterrupted
+    runs that the stopped processes are compared with: a process adds nothing to them."""
+    import io
+
+    from sr.config import compose
+    from sr.train.app import run
+
+    overrides = [a for a in cmd[2:] if not a.startswith("hydra.")]
+    (run_dir,) = [a.split("=", 1)[1] for a in cmd if a.startswith("hydra.run.dir=")]
+    logger, text = logging.getLogger("sr"), io.StringIO()
+    handler, level = logging.StreamHandler(text), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        run(compose(*overrides), Path(run_dir))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return text.getvalue()
+
+
 def start_and_stop(cmd: list[str], until: re.Pattern, sig: int) -> str:
     """Start ``cmd``, send ``sig`` once a line matches ``until``; returns the output."""
     proc = subprocess.Popen(
@@ -230,12 +253,11 @@ def test_sigterm_then_resume_equals_one_run(folders, tmp_path):
     :func:`test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exactly`.)"""
     root, mode = tmp_path / "root", "generator"
     steps = ("train.steps=12", "train.ckpt_every=3")  # cosine over 12 steps in every run
-    ref = started(command(folders, root, mode, tmp_path / "ref", *steps), ENV)
+    reference = losses(run_here(command(folders, root, mode, tmp_path / "ref", *steps)))
     term = tmp_path / "term"
     out = start_and_stop(
         command(folders, root, mode, term, *steps), re.compile(r"step 4/"), signal.SIGTERM
     )
-    reference = losses(finished(ref))
     assert sorted(reference) == list(range(1, 13))
     if "stopped by SIGTERM" in out:  # (a fast machine may have finished all 12 steps)
         assert "SIGTERM received: saving a checkpoint" in out
@@ -283,7 +305,7 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     # the uninterrupted run saves its last step only: saving, which reads the state, changes
     # nothing of it (and 19 saves cost it seconds)
     ref_steps = ("train.steps=20", "train.ckpt_every=20", "train.max_to_keep=2")
-    ref = started(command(folders, root, "tfrecord", tmp_path / "ref", *ref_steps), ENV)
+    run_here(command(folders, root, "tfrecord", tmp_path / "ref", *ref_steps))
     saved = re.compile(r"checkpoint .*ckpt-\d+")
     cmd = command(folders, root, "tfrecord", run_dir, *steps)
     proc = subprocess.Popen(
@@ -319,6 +341,5 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     assert after[-1] == before[-1]  # the half-recorded checkpoint is not listed
     out = run_to_end(command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}"))
     assert loadable_checkpoints(run_dir)[-1] == 20
-    finished(ref)
     assert_same_state(tmp_path / "ref", run_dir)
     assert tb_losses(run_dir) == tb_losses(tmp_path / "ref")
