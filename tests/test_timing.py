@@ -146,9 +146,9 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
     common = budget_run(folders)
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.INFO):
-        final = run(compose(*common, "train.max_minutes=0.1"), run_dir)  # 6 s
+        final = run(compose(*common, "train.max_minutes=0.05"), run_dir)  # 3 s
     step = final["step"]
-    assert 20 < step < 1_000_000 and final["budget_minutes_used"] >= 0.1
+    assert 20 < step < 1_000_000 and final["budget_minutes_used"] >= 0.05
     acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0})
     acc.Reload()
     lrs = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/lr")]
@@ -157,12 +157,12 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
     assert abs(lrs[-1] - 1e-5) <= 1e-5  # and ended at its final value, 1e-5, within 1 % of lr
     assert re.search(rf"steps reached: {step} of train.steps=1000000", caplog.text)
     saved = tf.train.load_checkpoint(str(run_dir / "checkpoints" / f"ckpt-{step}"))
-    assert saved.get_tensor("elapsed/.ATTRIBUTES/VARIABLE_VALUE") >= 6.0
+    assert saved.get_tensor("elapsed/.ATTRIBUTES/VARIABLE_VALUE") >= 3.0
 
-    again = run(compose(*common, "train.max_minutes=0.1", f"resume={run_dir}"), run_dir)
+    again = run(compose(*common, "train.max_minutes=0.05", f"resume={run_dir}"), run_dir)
     assert again["step"] == step  # the budget was used up: no further step
-    more = run(compose(*common, "train.max_minutes=0.15", f"resume={run_dir}"), run_dir)
-    assert more["step"] > step and more["budget_minutes_used"] >= 0.15
+    more = run(compose(*common, "train.max_minutes=0.075", f"resume={run_dir}"), run_dir)
+    assert more["step"] > step and more["budget_minutes_used"] >= 0.075
 
 
 @pytest.mark.slow
