@@ -35,6 +35,8 @@ class LossWindow:
         self.term_sums = tf.Variable(tf.zeros([n]), trainable=False, name="window_term_sums")
         self.term_count = tf.Variable(0.0, trainable=False, name="window_term_count")
 
+    # not converted by AutoGraph inside the step: its branches are on Python values only
+    @tf.autograph.experimental.do_not_convert
     def add(self, loss: tf.Tensor, terms: tf.Tensor | None = None) -> None:
         """Record one step (inside the step's ``tf.function``).
 

@@ -90,8 +90,10 @@ def read_patches(
         seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
     ds = tf.data.Dataset.from_tensor_slices(files)
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    # not converted by AutoGraph: Python branches only (as the data stage, sr.data.pipeline)
+    plain = tf.autograph.experimental.do_not_convert
     ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 20),
+        plain(lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 20)),
         cycle_length=len(files),
         block_length=1,
         num_parallel_calls=tf.data.AUTOTUNE,
@@ -100,13 +102,16 @@ def read_patches(
     if shuffle_buffer > 1:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(lambda s: parse_batch(s, params), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(plain(lambda s: parse_batch(s, params)), num_parallel_calls=tf.data.AUTOTUNE)
     if not params.subimage:
         return ds
     if seed is None:
-        return ds.map(lambda b: random_crops(b, params), num_parallel_calls=tf.data.AUTOTUNE)
+        crops = plain(lambda b: random_crops(b, params))
+        return ds.map(crops, num_parallel_calls=tf.data.AUTOTUNE)
     base = tf.constant([seed, 0x5EB1], tf.int64)  # crops' stream, apart from the flips' (seed, n)
     return ds.enumerate().map(
-        lambda i, b: random_crops(b, params, tf.random.experimental.stateless_fold_in(base, i)),
+        plain(
+            lambda i, b: random_crops(b, params, tf.random.experimental.stateless_fold_in(base, i))
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
