@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO
@@ -63,6 +64,22 @@ def folders(tmp_path_factory) -> Path:
     write_photos(root / "train", size=150, names=("astronaut", "coffee", "rocket", "moon"))
     write_photos(root / "val", size=64, names=("chelsea", "camera"))
     return root
+
+
+@pytest.fixture(autouse=True)
+def op_determinism_off_after():
+    """``train.deterministic_ops=true`` in a test's own process turns TensorFlow's op
+    determinism on for the whole process (``sr.train.app.run``), and random ops without a seed
+    then fail: off again after every test, so that no test depends on which ran before it on
+    its worker."""
+    yield
+    if "tensorflow" in sys.modules:
+        # TensorFlow has no public way back (tf.config.experimental.enable_op_determinism only):
+        # its own config module's switch; if TensorFlow renames it, every test fails here
+        from tensorflow.python.framework import config
+
+        if config.is_op_determinism_enabled():
+            config.disable_op_determinism()
 
 
 @pytest.fixture
