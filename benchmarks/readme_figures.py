@@ -5,12 +5,13 @@ Measures, each as a subprocess run from the project root and timed from process 
 - ``main``: ``python train.py`` (the README's first command: ESPCN, 5000 steps, the demo photos)
   in a fresh temporary run directory (``hydra.run.dir=<tmp>``, removed afterwards). From its
   ``train.log`` also: the start-up (process start to the "training ... for N steps" line: imports,
-  demo photos, TFRecord shards, model) and the time to the first timing line (step 100, tracing
-  included). Warm by default: reads ``data/demo`` and its shards ``data/tfrecords/train-<hash>``
-  (a run finding them missing builds them and is reported cold). ``--cold``: as on a fresh
-  machine, the demo photos and their shards are written afresh, into the temporary folder
-  (``demo_dir``, ``data.hr_dir``, ``data.val_dir``, ``data.data_root`` pointed there), so that
-  ``data/demo``, which other runs may be reading, is neither deleted nor rebuilt.
+  demo photos, TFRecord shards, model), the time to the first timing line (step 100, tracing
+  included), and the final line's mean step and data-wait over the whole run. Warm by default:
+  reads ``data/demo`` and its shards ``data/tfrecords/train-<hash>`` (a run finding them missing
+  builds them and is reported cold). ``--cold``: as on a fresh machine, the demo photos and their
+  shards are written afresh, into the temporary folder (``demo_dir``, ``data.hr_dir``,
+  ``data.val_dir``, ``data.data_root`` pointed there), so that ``data/demo``, which other runs
+  may be reading, is neither deleted nor rebuilt.
 - ``fast``: ``python -m pytest -q -m "not slow"``; ``full``: ``python -m pytest -q``, with the
   tests passed of those selected (pytest's summary line).
 
@@ -113,6 +114,10 @@ def run_main(cold: bool) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
     first = FIRST_STEP.search(log)
     psnr = re.search(r"val PSNR ([\d.]+) dB vs bicubic ([\d.]+) dB", log)
+    wait = re.search(r"mean step ([\d.]+) ms, data-wait ([\d.]+) ms \(([\d.]+)% of step", log)
+    note = f"val PSNR {psnr.group(1)} dB vs bicubic {psnr.group(2)}" if psnr else ""
+    if wait:  # the final line's figures over the whole run
+        note += f"; mean step {wait.group(1)} ms, data-wait {wait.group(2)} ms ({wait.group(3)} %)"
     return {
         "command": " ".join(["python train.py", *args]),
         "state": "warm" if warm and not cold else "cold",
@@ -120,7 +125,7 @@ def run_main(cold: bool) -> dict:
         "code": code,
         "startup": log_seconds(log, start, TRAINING),
         "first": (first.group(1), log_seconds(log, start, FIRST_STEP)) if first else None,
-        "note": f"val PSNR {psnr.group(1)} dB vs bicubic {psnr.group(2)}" if psnr else "",
+        "note": note,
     }
 
 
