@@ -105,7 +105,7 @@ def handoff(iterator) -> Callable[[], object]:
     element is taken on one of tf.data's threads and handed back: two thread wake-ups on the
     first call after a training step, a part of the training log's data-wait that no input
     pipeline can remove (``docs/performance.md``, "Data-wait in the training log"; measured by
-    ``benchmarks/bench_handoff.py --sync``). ``IteratorGetNextSync`` takes it on the
+    ``benchmarks/bench_handoff.py --trainer --sync``). ``IteratorGetNextSync`` takes it on the
     calling thread, for callers outside TensorFlow's thread pools (the training loop, in eager
     mode). No public method of ``tf.data.Iterator`` runs it, so the iterator's resource is
     taken through its public composite-tensor encoding (``tf.nest.flatten(...,
