@@ -173,7 +173,7 @@ def trainer_rounds(args) -> None:
     def pairs_dataset(*a, **k):  # --sync: always with slack
         return make(*a, **k) if slack["on"] or args.sync else without_slack(make(*a, **k))
 
-    def handoff(iterator):  # --sync: the variant "off" takes batches by next()
+    def taken_by(iterator):  # --sync: the variant "off" takes batches by next()
         return sync(iterator) if slack["on"] or not args.sync else lambda: next(iterator)
 
     def next_batch(self):
@@ -183,7 +183,7 @@ def trainer_rounds(args) -> None:
         return batch
 
     sr.data.source.pairs_dataset, loop.Trainer.next_batch = pairs_dataset, next_batch
-    sr.data.pipeline.handoff = handoff
+    sr.data.pipeline.handoff = taken_by
     val = [f"train.val_every={args.val_every or 10**6}", "train.ckpt_every=1000000"]
     rows = {True: [], False: []}
     names = (

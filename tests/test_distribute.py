@@ -83,9 +83,8 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
         "train.steps=6",
         "train.lr_schedule=constant",
     )
-    from sr.config import compose
-    from sr.train.app import run as train
     from tests.test_guard import logged_losses
+    from tests.test_resume import run_here
 
     root = tmp_path / "root"
     mirrored = ("train.strategy=mirrored", "train.logical_cpus=2")
@@ -93,8 +92,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
     # trains in this one meanwhile
     proc = started(train_cmd(folders, root, "tfrecord", tmp_path / "two", *common, *mirrored), ENV)
     for name, extra in (("one", ()), ("seed1", ("data.seed=1",))):
-        cmd = train_cmd(folders, root, "tfrecord", tmp_path / name, *common, *extra)
-        train(compose(*(a for a in cmd[2:] if not a.startswith("hydra."))), tmp_path / name)
+        run_here(train_cmd(folders, root, "tfrecord", tmp_path / name, *common, *extra))
     two = finished(proc)
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in two
     curve_one = dict(logged_losses(tmp_path / "one"))
