@@ -24,14 +24,17 @@ blocks of its share divided by the first's in the same round.
 
 ``--trainer``: the trainer itself (``sr.train.app.run``, the config of ``python train.py``, no
 validation or checkpoint unless ``--val-every``), ``--rounds`` runs of ``--steps`` with the last
-prefetch's slack on, then off, in turn, in this process; ``next()`` of every step is timed
-(``Trainer.next_batch`` wrapped), and the slack turned off by wrapping
-``sr.data.source.pairs_dataset`` (a study's hook, not an option of the project). Prints per round
-and variant the mean and median wait of the steps after the first 100, the run's mean step time
-and the share; then the median over rounds, and the waits over 30 ms with their step.
-``--sync``: the same rounds with the slack on in both, the batch taken by
-``sr.data.pipeline.handoff`` (``IteratorGetNextSync`` on the loop's thread, the default) against
-``next()`` (``IteratorGetNext``, handed over by one of tf.data's threads).
+prefetch's slack on, then off, in turn, in this process, the slack turned off by wrapping
+``sr.data.source.pairs_dataset`` (a study's hook, not an option of the project). The figures are
+the training log's own: the data-wait and step time of its 100-step windows
+(``sr.train.timing.StepTimer.close_window`` wrapped), the first window (the pipeline's start)
+left out. Prints per round and variant the mean over windows and each window's wait, then the
+median over rounds. ``--sync``: the same rounds with the slack on, the batch taken three ways:
+inside the step's ``tf.function`` (``sr.train.step.TrainStep.take_and_train``, the default with
+one replica), by ``sr.data.pipeline.handoff`` on the loop's thread before the step
+(``IteratorGetNextSync``: the path of several replicas), and by ``next()`` before the step
+(``IteratorGetNext``, handed over by one of tf.data's threads); the host's two by wrapping
+``Trainer.take_step``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ import tensorflow as tf  # noqa: E402
 
 from sr.config import build_source, compose  # noqa: E402
 from sr.data.demo import ensure_demo  # noqa: E402
+from sr.train.app import run  # noqa: E402
 from sr.train.checkpoint import build_model  # noqa: E402
 
 
@@ -155,61 +159,70 @@ def trainer_rounds(args) -> None:
     import tempfile
     from pathlib import Path
 
-    import numpy as np
-
     import sr.data.pipeline
     import sr.data.source
-    from sr.train import loop
-    from sr.train.app import run
+    from sr.train import loop, timing
 
-    waits, slack, make, step, sync = (
-        [],
-        {"on": True},
+    windows, variant = [], {"name": None}
+    make, sync, fused = (
         sr.data.source.pairs_dataset,
-        loop.Trainer.next_batch,
         sr.data.pipeline.handoff,
+        loop.Trainer.take_step,
     )
-
-    def pairs_dataset(*a, **k):  # --sync: always with slack
-        return make(*a, **k) if slack["on"] or args.sync else without_slack(make(*a, **k))
-
-    def taken_by(iterator):  # --sync: the variant "off" takes batches by next()
-        return sync(iterator) if slack["on"] or not args.sync else lambda: next(iterator)
-
-    def next_batch(self):
-        t0 = time.perf_counter()
-        batch = step(self)
-        waits.append(1e3 * (time.perf_counter() - t0))
-        return batch
-
-    sr.data.source.pairs_dataset, loop.Trainer.next_batch = pairs_dataset, next_batch
-    sr.data.pipeline.handoff = taken_by
-    val = [f"train.val_every={args.val_every or 10**6}", "train.ckpt_every=1000000"]
-    rows = {True: [], False: []}
+    close = timing.StepTimer.close_window
     names = (
-        {True: "IteratorGetNextSync (the default)", False: "next()"}
+        ["in the step's function (the default)", "IteratorGetNextSync before the step",
+         "next() before the step"]
         if args.sync
-        else {True: "with slack (the default)", False: "without slack"}
-    )
+        else ["with slack (the default)", "without slack"]
+    )  # fmt: skip
+
+    def pairs_dataset(*a, **k):  # without --sync: the second variant without the slack
+        ds = make(*a, **k)
+        return without_slack(ds) if not args.sync and variant["name"] == names[1] else ds
+
+    def taken_by(iterator):  # the host's take: IteratorGetNextSync, or next()
+        return (lambda: next(iterator)) if variant["name"] == names[-1] else sync(iterator)
+
+    def take_step(self):  # --sync: the variants that take the batch on the host
+        if variant["name"] == names[0] or not args.sync:
+            return fused(self)
+        start = time.perf_counter()
+        batch = self.take_batch()
+        self.host_wait += time.perf_counter() - start
+        return self.train_step(batch)
+
+    def close_window(self):
+        stats = close(self)
+        if stats is not None:
+            windows.append((stats.data_wait_ms, stats.step_time_ms))
+        return stats
+
+    sr.data.source.pairs_dataset, sr.data.pipeline.handoff = pairs_dataset, taken_by
+    loop.Trainer.take_step, timing.StepTimer.close_window = take_step, close_window
+    val = [f"train.val_every={args.val_every or 10**6}", "train.ckpt_every=1000000"]
+    rows = {name: [] for name in names}
     for r in range(args.rounds):
-        for on in (True, False):
-            slack["on"], waits[:] = on, []
+        for name in names:
+            variant["name"], windows[:] = name, []
             with tempfile.TemporaryDirectory() as tmp:
-                res = run(compose(f"train.steps={args.steps}", "train.log_every=100", *val,
-                                  *args.overrides), Path(tmp) / "run")  # fmt: skip
-            w = np.array(waits[100:])
-            rows[on].append((w.mean(), np.median(w), res["step_time_ms"]))
-            late = [(k, round(x)) for k, x in enumerate(waits) if x > 30 and k > 5]
-            print(f"round {r} {names[on]}: wait {w.mean():.3f} ms (median {np.median(w):.3f}), "
-                  f"step {res['step_time_ms']:.1f} ms; over 30 ms (step, ms): {late}")  # fmt: skip
+                run(compose(f"train.steps={args.steps}", "train.log_every=100", *val,
+                            *args.overrides), Path(tmp) / "run")  # fmt: skip
+            steady = windows[1:]  # the first window: the pipeline's start
+            wait = statistics.mean(w for w, _ in steady)
+            step_ms = statistics.mean(s for _, s in steady)
+            rows[name].append((wait, step_ms))
+            print(f"round {r} {name}: data-wait {wait:.3f} ms of {step_ms:.1f} ms "
+                  f"({100 * wait / step_ms:.2f} %); windows "
+                  f"{' '.join(f'{w:.2f}' for w, _ in steady)}", flush=True)  # fmt: skip
     print(f"CPU cores {len(os.sched_getaffinity(0))}; load average {os.getloadavg()}")
-    what = "batch taken by" if args.sync else "last prefetch"
-    print(f"| {what} | data-wait ms | median next() ms | step ms | data-wait share |")
-    print("|---|---:|---:|---:|---:|")
-    for on, r in rows.items():
-        wait, med, ms = (statistics.median(x[i] for x in r) for i in range(3))
-        share = 100 * statistics.median(x[0] / x[2] for x in r)
-        print(f"| {names[on]} | {wait:.3f} | {med:.3f} | {ms:.1f} | {share:.2f} % |")
+    what = "batch taken" if args.sync else "last prefetch"
+    print(f"| {what} | data-wait ms | step ms | data-wait share |")
+    print("|---|---:|---:|---:|")
+    for name, r in rows.items():
+        wait, ms = (statistics.median(x[i] for x in r) for i in range(2))
+        share = 100 * statistics.median(x[0] / x[1] for x in r)
+        print(f"| {name} | {wait:.3f} | {ms:.1f} | {share:.2f} % |")
 
 
 def main(argv=None) -> int:

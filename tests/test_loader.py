@@ -237,11 +237,7 @@ def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
     def batches(*threads, slack=True):
         ordered = "data.deterministic=true"
         loader = _loader(compose, "tfrecord", photo_dir, tmp_path, ordered, *threads)
-        ds = loader.dataset()
-        if not slack:  # the latest option set wins
-            options = tf.data.Options()
-            options.experimental_slack = False
-            ds = ds.with_options(options)
+        ds = loader.dataset(slack=slack)  # without: an iterator restored from a checkpoint
         it = iter(ds)
         out = [t.numpy() for _ in range(3) for t in next(it)]
         return (

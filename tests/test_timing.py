@@ -33,16 +33,27 @@ def clock(monkeypatch) -> FakeClock:
     return fake
 
 
+class Waited:
+    """The loop's data-wait clock (``Trainer.waited``): seconds waited so far."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
 def run_steps(timer: StepTimer, clock: FakeClock, n: int, wait: float, compute: float) -> None:
     """n steps, each waiting ``wait`` s for its batch, then computing for ``compute`` s."""
     for _ in range(n):
         clock.now += wait
-        timer.add_wait(wait)
+        timer.waited.seconds += wait
         clock.now += compute
+        timer.step_done()
 
 
 def test_window_means_wait_share_and_patches_per_second(clock):
-    timer = StepTimer(BATCH, start=clock())
+    timer = StepTimer(BATCH, waited=Waited(), start=clock())
     run_steps(timer, clock, 4, wait=0.03125, compute=0.09375)  # 0.125 s a step
     stats = timer.close_window()
     assert stats == WindowStats(
@@ -53,7 +64,7 @@ def test_window_means_wait_share_and_patches_per_second(clock):
 
 
 def test_summary_is_the_mean_over_windows_weighted_by_steps(clock):
-    timer = StepTimer(BATCH, start=clock())
+    timer = StepTimer(BATCH, waited=Waited(), start=clock())
     run_steps(timer, clock, 4, wait=0.0, compute=0.125)  # 0.5 s, no wait
     first = timer.close_window()
     run_steps(timer, clock, 4, wait=0.125, compute=0.25)  # 1.5 s, 0.5 s of it waiting
@@ -68,20 +79,22 @@ def test_summary_is_the_mean_over_windows_weighted_by_steps(clock):
 
 
 def test_resume_leaves_out_the_time_between_windows(clock):
-    timer = StepTimer(BATCH, start=clock())
+    timer = StepTimer(BATCH, waited=Waited(), start=clock())
     run_steps(timer, clock, 2, wait=0.0, compute=0.25)
     timer.close_window()
     clock.now += 30.0  # validation and a checkpoint
+    timer.waited.seconds += 7.0  # a clock that moved between windows: not this window's wait
     timer.resume()
     run_steps(timer, clock, 2, wait=0.0, compute=0.25)
     assert timer.close_window().step_time_ms == 250.0  # not (30 + 0.5) / 2 s
+    assert timer.summary().data_wait_ms == 0.0
     assert timer.summary().step_time_ms == 250.0
     assert timer.summary().steps == 4
     assert timer.elapsed() == "0:00:31"  # wall time since start includes it
 
 
 def test_empty_window_is_none_and_counts_nothing(clock):
-    timer = StepTimer(BATCH, start=clock())
+    timer = StepTimer(BATCH, waited=Waited(), start=clock())
     assert timer.summary() is None
     clock.now += 2.0
     assert timer.close_window() is None
@@ -178,15 +191,15 @@ def test_the_first_step_is_start_up_not_budget(folders, tmp_path, compose, caplo
     from sr.train.app import run
     from sr.train.loop import Trainer
 
-    next_batch, calls = Trainer.next_batch, []
+    take_step, calls = Trainer.take_step, []
 
     def slow_first(self):
         calls.append(1)
         if len(calls) == 1:
             time.sleep(2.0)
-        return next_batch(self)
+        return take_step(self)
 
-    monkeypatch.setattr(Trainer, "next_batch", slow_first)
+    monkeypatch.setattr(Trainer, "take_step", slow_first)
     cfg = compose(
         *budget_run(folders),
         "train.lr_warmup_steps=200000",  # a fifth of the schedule: 1.2 s of the budget

@@ -3,7 +3,8 @@ uint8 patch batches -> its pair stage (``PatchSource.to_pairs``) in order -> the
 pool of ``degradation.pool_size`` (``sr.data.pair_pool``) -> the tf.data service
 (``data.service``) -> prefetch (with slack), on the pipeline's own threads
 (:func:`pipeline_threads`).
-``sr.data.source`` re-exports both. :func:`handoff`: how the training loop takes each batch.
+``sr.data.source`` re-exports both. :func:`handoff`: how the training loop takes each replica's
+batch when there are several.
 """
 
 from __future__ import annotations
@@ -28,13 +29,24 @@ def pipeline_threads(threads: int | None) -> int:
 
 
 def pairs_dataset(
-    source, start: int = 0, context: tf.distribute.InputContext | None = None
+    source,
+    start: int = 0,
+    context: tf.distribute.InputContext | None = None,
+    slack: bool = True,
 ) -> tf.data.Dataset:
     """The one path from a source to training batches: ``source.patch_dataset(start)`` ->
     ``source.to_pairs`` (LR, flips, [0, 1]) in parallel, flips seeded by the batch's number
     (``start``, ``start + 1``, ...) -> (the pair pool of ``degradation.pool_size``,
     ``sr.data.pair_pool``) -> (``data.service``: run on tf.data service workers) -> prefetch
-    (with tf.data's ``experimental_slack``), on :func:`pipeline_threads` threads.
+    (with tf.data's ``experimental_slack`` unless ``slack`` is false), on
+    :func:`pipeline_threads` threads.
+
+    ``slack=False`` is for an iterator that will be restored from a checkpoint: TensorFlow
+    (2.21, ``prefetch_dataset_op.cc``, ``RestoreBuffer``) restores the prefetched batches
+    without their creation time, and the slack computes its next sleep from that time; the
+    prefetch thread can then sleep for years once the restored batches are taken (seen here: a
+    resumed run that stopped training after its restored batches). The batches are the same
+    either way; only when the next one is made differs.
 
     Args:
         source: a prepared source (``sr.data.source.PatchSource``).
@@ -43,6 +55,7 @@ def pairs_dataset(
             ``strategy.distribute_datasets_from_function``): batches are then a replica's share
             of the global ``batch_size``, and the pipeline reads its own share of the data. None:
             one pipeline, global batches.
+        slack: the last prefetch with tf.data's ``experimental_slack`` (above).
 
     Returns:
         Endless ``tf.data.Dataset`` of ``sr.core.batch.Batch(lq, gt)``: float32
@@ -90,16 +103,18 @@ def pairs_dataset(
     # the next batch is made a little after the step has started, not at its start, where it
     # competed with the step for the cores and delayed the handoff (docs/performance.md,
     # "Data-wait in the training log"); the same batches in the same order
-    options.experimental_slack = True
+    options.experimental_slack = slack
     if threads := pipeline_threads(source.threads):
         options.threading.private_threadpool_size = threads
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
 def handoff(iterator) -> Callable[[], object]:
-    """The training loop's ``next(iterator)``, taken on the calling thread: a function of no
-    argument that returns the iterator's next element (the same elements in the same order, the
-    same errors: ``tf.errors.OutOfRangeError`` at the end, ``DataLossError`` of a corrupt shard).
+    """``next(iterator)`` taken on the calling thread: a function of no argument that returns the
+    iterator's next element (the same elements in the same order, the same errors:
+    ``tf.errors.OutOfRangeError`` at the end, ``DataLossError`` of a corrupt shard). The training
+    loop takes its replicas' batches with it when there are several (with one, the step's
+    ``tf.function`` takes its batch itself: ``sr.train.step.TrainStep.take_and_train``).
 
     ``next()`` on a tf.data iterator runs ``IteratorGetNext``, an asynchronous kernel: the
     element is taken on one of tf.data's threads and handed back: two thread wake-ups on the

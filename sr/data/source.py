@@ -518,8 +518,11 @@ class PatchSource(abc.ABC):
         return error
 
     def dataset(
-        self, start: int = 0, context: tf.distribute.InputContext | None = None
+        self,
+        start: int = 0,
+        context: tf.distribute.InputContext | None = None,
+        slack: bool = True,
     ) -> tf.data.Dataset:
         """Endless ``sr.core.batch.Batch(lq, gt)`` batches from batch ``start`` on:
-        :func:`pairs_dataset`."""
-        return pairs_dataset(self, start, context)
+        :func:`pairs_dataset` (``slack=False`` for an iterator restored from a checkpoint)."""
+        return pairs_dataset(self, start, context, slack)

@@ -174,6 +174,13 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
         ))  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
+        # one replica: the step's function takes its batch (TrainStep.take_and_train); several
+        # replicas, or op determinism (which refuses the tf.timestamp that times the take):
+        # the loop takes the batches (next_batch), timed on the host in host_wait
+        self.take_inside = self.strategy.num_replicas_in_sync == 1 and not (
+            cfg.train.deterministic_ops
+        )
+        self.host_wait = 0.0
         self.final: dict = {}
 
     def _build_optimizer(self, mixed: bool) -> None:
@@ -243,11 +250,36 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         self.resume_dir = distribute.chief_run_dir(self.run_dir)  # what resume= names
         self.restore_dir = self.resume_dir / "checkpoints"
 
+    def take_step(self) -> tf.Tensor:
+        """One training step on the next batch of :attr:`iterator`; returns its loss (a float32
+        scalar tensor, not read here: no host sync).
+
+        With one replica the batch is taken inside the step's ``tf.function``
+        (:meth:`sr.train.step.TrainStep.take_and_train`, as Keras's ``train_function(iterator)``),
+        which times the take on the device side; with several, or with
+        ``train.deterministic_ops`` (TensorFlow refuses ``tf.timestamp`` under op determinism),
+        the host takes the batch (:meth:`next_batch`), timed here. :meth:`waited` sums both.
+
+        Raises:
+            tf.errors.DataLossError: a corrupt record (before the step's update).
+        """
+        if self.take_inside:
+            return self.stepper.take_and_train(self.iterator)
+        start = time.perf_counter()
+        batch = self.next_batch()
+        self.host_wait += time.perf_counter() - start
+        return self.train_step(batch)
+
+    def waited(self) -> float:
+        """Seconds the steps of this process have waited for their batches (the timing
+        lines' data-wait): read from the step's clock, a host sync (at log windows only)."""
+        return float(self.stepper.data_wait.numpy()) + self.host_wait
+
     def next_batch(self):
         """The next step's batch from :attr:`iterator` (an ``sr.core.batch.Batch``, or what the
-        source's device stage takes; taken by ``sr.data.pipeline.handoff``) with one replica's
-        share, or, with several replicas, one batch per local replica,
-        each placed on its replica's device (the structure kept)."""
+        source's device stage takes; taken by ``sr.data.pipeline.handoff``) with one replica;
+        with several, one batch per local replica, each placed on its replica's device, as one
+        distributed value of the same structure."""
         if self.strategy.num_replicas_in_sync == 1:
             return self.take_batch()
         batches = [self.take_batch() for _ in range(self.local_replicas)]
@@ -284,7 +316,13 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 pipelines,
                 self.loader.share((self.pipeline, pipelines)),
             )
-        iterator = iter(self.loader.dataset(start=step * self.local_replicas, context=context))
+        # an iterator restored from a checkpoint runs without the last prefetch's slack: TF
+        # restores its buffered batches without the time the slack's sleep is computed from
+        # (sr.data.pipeline.pairs_dataset)
+        restoring = bool(self.loader.checkpoint_iterator and self.stream_checkpoint)
+        iterator = iter(self.loader.dataset(
+            start=step * self.local_replicas, context=context, slack=not restoring
+        ))  # fmt: skip
         self.take_batch = pipeline.handoff(iterator)  # next(iterator), on this thread
         # the device stage's state (degradation.pool_size on the accelerator), with the position
         pool = self.loader.device_state(self.strategy, self.stream_checkpoint)
@@ -317,7 +355,7 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
                 ``train.log_every`` steps, before any save); the checkpoints on disk are finite.
             ValidationError: a validation image failed; the step's checkpoint is saved first.
         """
-        timer = StepTimer(self.cfg.data.batch_size)
+        timer = StepTimer(self.cfg.data.batch_size, waited=self.waited)
         self.measure_stage_start()  # the stage's start PSNR, where the part judges by it
         self.iterator = self.data_iterator()
         log.info(
@@ -367,13 +405,11 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             if (not cluster or step % t.log_every == 0) and self._should_stop(step, stop, cluster):
                 break
             profiler.before(step)
-            t0 = time.perf_counter()
             try:
-                batch = self.next_batch()
+                loss = self.take_step()
             except tf.errors.DataLossError as e:  # a corrupt shard: name it, mark it stale
                 raise self.loader.explain_data_loss(e) from e
-            timer.add_wait(time.perf_counter() - t0)
-            loss = self.train_step(batch)
+            timer.step_done()
             step += 1
             if first:
                 first = False

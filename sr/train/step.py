@@ -98,6 +98,11 @@ class TrainStep:
         )
         self.replica_step = tf.function(self._replica_step, jit_compile=xla and not several)
         self.train_step = tf.function(self._train_step)
+        # seconds the steps of take_and_train waited for their batch, summed on the host (the
+        # training log's data-wait; tf.timestamp runs on the CPU)
+        with tf.device("/CPU:0"):
+            self.data_wait = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="wait")
+        self.take_and_train = tf.function(self._take_and_train)
 
     def _gradients(self, batch: Batch):
         """Forward and backward pass of one replica on its ``batch``: its share of the loss
@@ -183,6 +188,28 @@ class TrainStep:
             known = tf.logical_or(tf.math.is_finite(loss), self.first_bad >= 0)
             self.first_bad.assign(tf.where(known, self.first_bad, self.step))
         return loss
+
+    def _take_and_train(self, iterator):
+        """One step of :meth:`_train_step` on the next batch of ``iterator`` (a tf.data
+        iterator of ``sr.core.batch`` structures, one replica's batch), taken inside this
+        ``tf.function``, as Keras's ``train_function(iterator)`` takes it: the loop makes one
+        call a step instead of two (the take, then the step), and the batch is not handed back
+        to Python between them. The time the take blocks (``tf.timestamp`` before and after
+        it, in seconds) is added to :attr:`data_wait`, which the loop reads at each log window
+        (no host sync per step); returns the loss, as :meth:`_train_step`.
+
+        Raises:
+            tf.errors.OutOfRangeError: the iterator is exhausted (nothing trained).
+            tf.errors.DataLossError: a corrupt record (nothing trained).
+        """
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            batch = iterator.get_next()
+        with tf.control_dependencies(tf.nest.flatten(batch)):
+            taken = tf.timestamp()
+        with tf.control_dependencies([taken]):  # nothing of the step before its batch is taken
+            self.data_wait.assign_add(taken - start)
+            return self._train_step(batch)
 
 
 @dataclass(frozen=True, kw_only=True)
