@@ -174,13 +174,9 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
             clip_norm=cfg.train.clip_norm, window=self.window, prepare=loader.device_stage(),
         ))  # fmt: skip
         self.replica_step, self.train_step = self.stepper.replica_step, self.stepper.train_step
-        # one replica: the step's function takes its batch (TrainStep.take_and_train); several
-        # replicas, or op determinism (which refuses the tf.timestamp that times the take):
-        # the loop takes the batches (next_batch), timed on the host in host_wait
-        self.take_inside = self.strategy.num_replicas_in_sync == 1 and not (
-            cfg.train.deterministic_ops
-        )
-        self.host_wait = 0.0
+        # where the batch is taken (take_step); op determinism refuses the take's tf.timestamp
+        single = self.strategy.num_replicas_in_sync == 1
+        self.take_inside, self.host_wait = single and not cfg.train.deterministic_ops, 0.0
         self.final: dict = {}
 
     def _build_optimizer(self, mixed: bool) -> None:
