@@ -136,6 +136,9 @@ def run_tests(which: str) -> dict:
     except ValueError:
         passed, selected, line = 0, 0, (out.strip().splitlines() or ["no output"])[-1]
     shown = " ".join(f"'{a}'" if " " in a else a for a in TESTS[which])
+    if code != 0:  # what failed, on stderr: the figure alone would not say
+        failures = [x for x in out.splitlines() if x.startswith(("FAILED", "ERROR", "E   "))]
+        print("\n".join(failures[-60:]), file=sys.stderr, flush=True)
     return {
         "command": f"python {shown}",
         "wall": wall,
