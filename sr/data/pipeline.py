@@ -3,8 +3,8 @@ uint8 patch batches -> its pair stage (``PatchSource.to_pairs``) in order -> the
 pool of ``degradation.pool_size`` (``sr.data.pair_pool``) -> the tf.data service
 (``data.service``) -> prefetch (with slack), on the pipeline's own threads
 (:func:`pipeline_threads`).
-``sr.data.source`` re-exports both. :func:`handoff`: how the training loop takes each replica's
-batch when there are several.
+``sr.data.source`` re-exports both. :func:`handoff`: how the training loop takes batches when
+it takes them itself (several replicas, or ``train.deterministic_ops``).
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def handoff(iterator) -> Callable[[], object]:
     """``next(iterator)`` taken on the calling thread: a function of no argument that returns the
     iterator's next element (the same elements in the same order, the same errors:
     ``tf.errors.OutOfRangeError`` at the end, ``DataLossError`` of a corrupt shard). The training
-    loop takes its replicas' batches with it when there are several (with one, the step's
-    ``tf.function`` takes its batch itself: ``sr.train.step.TrainStep.take_and_train``).
+    loop takes batches with it when it takes them itself: several replicas, or
+    ``train.deterministic_ops`` (otherwise the step's ``tf.function`` takes its batch:
+    ``sr.train.step.TrainStep.take_and_train``).
 
     ``next()`` on a tf.data iterator runs ``IteratorGetNext``, an asynchronous kernel: the
     element is taken on one of tf.data's threads and handed back: two thread wake-ups on the

@@ -319,7 +319,8 @@ class Trainer(CheckpointPolicy, GuardPolicy, Reporting):
         iterator = iter(self.loader.dataset(
             start=step * self.local_replicas, context=context, slack=not restoring
         ))  # fmt: skip
-        self.take_batch = pipeline.handoff(iterator)  # next(iterator), on this thread
+        # the loop's own take (take_step: several replicas, or op determinism), on this thread
+        self.take_batch = pipeline.handoff(iterator)
         # the device stage's state (degradation.pool_size on the accelerator), with the position
         pool = self.loader.device_state(self.strategy, self.stream_checkpoint)
         if pool is not None:

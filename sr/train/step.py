@@ -46,7 +46,9 @@ def clip_by_global_norm(grads, clip_norm: float, unscale: tf.Tensor):
 
 class TrainStep:
     """One optimizer step on a (distributed) batch: ``train_step(batch)`` (a ``tf.function``),
-    ``batch`` an ``sr.core.batch.Batch`` (or what ``prepare`` makes one from).
+    ``batch`` an ``sr.core.batch.Batch`` (or what ``prepare`` makes one from); or, with one
+    replica, ``take_and_train(iterator)``, which takes the batch itself and times the take
+    (:attr:`data_wait`).
 
     Args:
         model: the Keras model being trained.
