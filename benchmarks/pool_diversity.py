@@ -23,12 +23,8 @@ prints the table of docs/data.md ("The training-pair pool").
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sr.core.quiet import quiet_tensorflow  # noqa: E402
 

@@ -32,12 +32,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sr.core.quiet import quiet_tensorflow  # noqa: E402
 

@@ -5,6 +5,7 @@
     python scripts/bench_data.py --folder DIR --out outputs/bench
     python scripts/bench_data.py --sequence       # data=sequence only (~5 min; = --only sequence)
     python scripts/bench_data.py --degradation    # degradation=realesrgan against bicubic (~6 min)
+    python -m benchmarks.realesrgan_reference     # then the NumPy/OpenCV reference's rows
 
 Every pipeline runs in its own subprocess (clean peak memory and CPU time), on the same folder
 (default: ``../shared/datasets/hr_sample`` re-encoded as PNG into a temporary folder, so that the
@@ -88,10 +89,7 @@ def run_worker(name: str, a) -> dict:
     if name.startswith("deg_"):
         from sr.bench.degradation_runs import run_deg_worker
 
-        sys.path.insert(0, str(PROJECT_ROOT))  # the reference rows time a test oracle
-        from tests.oracles.realesrgan import bench_degradation
-
-        return run_deg_worker(name, a, bench_degradation() if "reference" in name else None)
+        return run_deg_worker(name, a)
     from sr.bench.pipeline_runs import run_worker as run_pipeline
 
     return run_pipeline(name, a)

@@ -79,6 +79,64 @@ def test_scripts_are_the_user_commands():
     assert not long, f"scripts over {SCRIPT_LINES} lines (move the logic into sr/): {long}"
 
 
+PATH_EDITS = ("insert", "append", "extend", "remove", "pop", "clear")
+
+
+def sys_path_edits(rel: str, text: str) -> list[str]:
+    """Where ``text`` changes ``sys.path`` (a call of one of :data:`PATH_EDITS` on it, an
+    assignment to it or to an item or slice of it, ``+=``), and where it imports ``tests``."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Attribute) and node.attr in PATH_EDITS:
+            target = node.value
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            target = next((x for x in targets if "sys.path" in ast.unparse(x)), None)
+            target = target.value if isinstance(target, ast.Subscript) else target
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            tests = [n for n in names if n.split(".")[0] == "tests"]
+            found += [f"{rel}:{node.lineno} imports {n}" for n in tests]
+            continue
+        else:
+            continue
+        if target is not None and ast.unparse(target) == "sys.path":
+            found.append(f"{rel}:{node.lineno} {ast.unparse(node).splitlines()[0]}")
+    return found
+
+
+def test_no_sys_path_edits_and_no_command_needs_tests():
+    """The package is installed (``pip install -e .``): no ``sys.path`` edit in ``train.py``,
+    ``sr/``, ``scripts/`` or ``benchmarks/`` (a study that imports the test oracles runs as
+    ``python -m benchmarks.<name>`` from the project root), and no user command (``train.py``,
+    ``sr/``, ``scripts/``) imports ``tests``."""
+    found = [
+        use
+        for p in python_files("sr", "scripts", "benchmarks")
+        for use in sys_path_edits(str(p.relative_to(ROOT)), p.read_text())
+        if not (use.startswith("benchmarks/") and " imports tests" in use)
+    ]
+    assert not found, "sys.path edited or tests/ imported: " + "; ".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sys\nsys.path.insert(0, 'x')\n",
+        "import sys\nsys.path.append('x')\n",
+        "import sys\nsys.path = ['x']\n",
+        "import sys\nsys.path[:0] = ['x']\n",
+        "import sys\nsys.path += ['x']\n",
+        "from tests.oracles.realesrgan import bench_degradation\n",
+        "import tests.oracles\n",
+    ],
+)
+def test_the_sys_path_check_catches_each_kind(source):
+    assert sys_path_edits("probe.py", source)
+    assert not sys_path_edits("probe.py", "import sys\nx = list(sys.path)\nsys.exit(0)\n")
+
+
 ATTR_FUNCTIONS = ("getattr", "hasattr", "setattr", "delattr")
 
 

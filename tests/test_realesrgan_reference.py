@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -382,9 +381,11 @@ def test_paper_parameters_are_the_projects_config():
 
 
 def test_bench_times_the_reference_passed_in_on_every_crop(tmp_path):
-    """The reference rows of ``scripts/bench_data.py --degradation``, in process: ``sr.bench``
-    degrades each crop once per timed chunk (after a warm-up), seeded ``(0, i)``, with the
-    function it is given, and reports its rates; without one it refuses the row."""
+    """The reference rows of ``python -m benchmarks.realesrgan_reference``, in process:
+    ``sr.bench`` degrades each crop once per timed chunk (after a warm-up), seeded ``(0, i)``,
+    with the function it is given, and reports its rates; ``scripts/bench_data.py
+    --degradation`` (a user command, which must not need ``tests/``) has no reference row, and
+    its table gives the ratios once the study has added them."""
     folder = tmp_path / "hr"
     folder.mkdir()
     for name in ("astronaut", "coffee"):
@@ -406,6 +407,11 @@ def test_bench_times_the_reference_passed_in_on_every_crop(tmp_path):
         timed(crops[1], 4, (0, 1)), ref.degrade_uint8(crops[1], 4, (0, 1), gt_usm=True)
     )
     assert not np.array_equal(timed(crops[1], 4, (0, 1)), ref.degrade_uint8(crops[1], 4, (0, 1)))
-    args = SimpleNamespace(folder=folder)
-    with pytest.raises(ValueError, match="deg_reference_1 needs the reference"):
-        degradation_runs.run_deg_worker("deg_reference_1", args)
+    assert not set(degradation_runs.REFERENCE_ROWS) & set(degradation_runs.ALL_DEG_ROWS)
+    rows = {n: {"median": 100.0, "cpu_s_per_1000": 1.0} for n in degradation_runs.ALL_DEG_ROWS}
+    alone = "\n".join(degradation_runs.ram_table(rows))
+    assert "reference" not in alone and alone.count("\n") == 6
+    reference = {"median": 50.0, "cpu_s_per_1000": 2.0}
+    rows.update(dict.fromkeys(degradation_runs.REFERENCE_ROWS, reference))
+    table = degradation_runs.ram_table(rows)
+    assert table[0].endswith("| this / reference |") and table[2].endswith("| 2.00 |")

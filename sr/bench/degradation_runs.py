@@ -17,9 +17,10 @@ Rows, each timed in its own process as the other rows of the benchmark
   runs it, on this machine's CPU (a GPU's figure is unmeasured here);
 - ``deg_reference_<n>``: the NumPy/OpenCV reference (one image at a time, as a PyTorch
   ``DataLoader`` worker runs BasicSR's code, USM included) on the same crops, in 1 and in as many
-  processes as the machine has cores. The reference is a test oracle
-  (``tests/oracles/realesrgan.py``), which ``sr`` never imports: the caller passes its per-image
-  degradation in (:func:`run_deg_worker`'s ``reference``; ``scripts/bench_data.py`` does);
+  processes as the machine has cores (:func:`reference_row`). The reference is a test oracle
+  (``tests/oracles/realesrgan.py``), which neither ``sr`` nor the user commands import: the study
+  ``python -m benchmarks.realesrgan_reference`` times it and adds its rows to the JSON of
+  ``scripts/bench_data.py --degradation`` (:func:`report_degradation` then gives the ratios);
 - ``deg_train_<variant>``: ``train.py`` with ``model=edsr_baseline data.channels=rgb`` (batch
   16, the paper's) for a few hundred steps: the data-wait share of the step time.
 """
@@ -140,25 +141,15 @@ class OnDevice:
         return (self.stage(*batch) for batch in self.ds)
 
 
-def run_deg_worker(name: str, a, reference: Callable | None = None) -> dict:
+def run_deg_worker(name: str, a) -> dict:
     """Time row ``name`` in this process (``scripts/bench_data.py --worker``); its JSON row.
 
     Args:
         name: a row of :data:`ALL_DEG_ROWS`.
         a: the benchmark's arguments (``folder``, ``work`` and the timing settings).
-        reference: for the ``deg_reference_<n>`` rows, the reference's per-image degradation
-            ``reference(hr, scale, seed) -> lr`` (uint8 ``[P, P, 3]`` RGB to uint8
-            ``[P / scale, P / scale, 3]``; ``seed`` a tuple of ints).
-
-    Raises:
-        ValueError: for a ``deg_reference_<n>`` row without ``reference``.
     """
     if name.startswith("deg_train_"):
         return train_data_wait(name.removeprefix("deg_train_"), a)
-    if name.startswith("deg_reference"):
-        if reference is None:
-            raise ValueError(f"row {name} needs the reference degradation passed in (reference=)")
-        return reference_row(a, int(name.rsplit("_", 1)[1]), reference)
     if name.startswith(("deg_ram_", "deg_device_")):
         ds = ram_pairs(name, a, device=name.startswith("deg_device_"))
     else:
@@ -230,11 +221,16 @@ def time_per_crop(reference: Callable, crops, scale: int, workers: int, seed: in
     }
 
 
-def reference_row(a, workers: int, reference: Callable) -> dict:
+def reference_row(folder, workers: int, reference: Callable) -> dict:
     """``deg_reference_<workers>``: ``reference`` at x4 on :data:`RAM_CROPS` / 2 crops of
-    :func:`ram_rgb_crops` (same folder, crop :data:`REFERENCE_CROP`), in ``workers``
-    processes."""
-    crops = ram_rgb_crops(a.folder, REFERENCE_CROP, RAM_CROPS // 2)
+    :func:`ram_rgb_crops` (of ``folder``, crop :data:`REFERENCE_CROP`), in ``workers``
+    processes.
+
+    Args:
+        reference: a per-image degradation ``reference(hr, scale, seed) -> lr`` (uint8
+            ``[P, P, 3]`` RGB to uint8 ``[P / scale, P / scale, 3]``; ``seed`` a tuple of ints).
+    """
+    crops = ram_rgb_crops(folder, REFERENCE_CROP, RAM_CROPS // 2)
     row = time_per_crop(reference, crops, 4, workers)
     return {"name": f"deg_reference_{workers}", **row, "workers": workers, "n": len(crops)}
 
@@ -295,26 +291,7 @@ def report_degradation(res: dict) -> str:
     for m in ("gen", "tfr"):
         y, rgb = p[f"deg_{m}_bicubic_y"]["median"], p[f"deg_{m}_bicubic_rgb"]["median"]
         lines.append(f"\nbicubic RGB / Y, {m}: {rgb / y:.2f}")
-    ref = p[f"deg_reference_{CORES}"]
-    lines += [
-        "",
-        "| Real-ESRGAN pairs of RGB crops in RAM | patches/s | CPU-s / 1000 | this / reference |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for name, what in (
-        ("deg_ram_libjpeg", f"input pipeline, libjpeg ({CORES} cores)"),
-        ("deg_ram_tensorflow", f"input pipeline, batched TensorFlow JPEG ({CORES} cores)"),
-        ("deg_device_libjpeg", "device stage on this CPU, libjpeg"),
-        ("deg_device_tensorflow", "device stage on this CPU, batched TensorFlow JPEG"),
-        ("deg_reference_1", "NumPy/OpenCV reference, 1 process"),
-        (f"deg_reference_{CORES}", f"NumPy/OpenCV reference, {CORES} processes"),
-        ("deg_ram_bicubic", "bicubic RGB pairs (for scale)"),
-    ):
-        r = p[name]
-        lines.append(
-            f"| {what} | {r['median']:.0f} | {r['cpu_s_per_1000']:.2f} | "
-            f"{r['median'] / ref['median']:.2f} |"
-        )
+    lines += ["", *ram_table(p)]
     lines += [
         "",
         "| training EDSR-baseline, RGB, batch 16, data=generator | step (ms) | data-wait (ms) "
@@ -330,12 +307,38 @@ def report_degradation(res: dict) -> str:
     return "\n".join(lines)
 
 
+def ram_table(p: dict) -> list[str]:
+    """The table of the pair stage on RGB crops in RAM; with the reference's rows (added by
+    ``python -m benchmarks.realesrgan_reference``) those rows and each row's ratio to the
+    reference in as many processes as the machine has cores."""
+    ref = p.get(f"deg_reference_{CORES}")
+    rows = [
+        ("deg_ram_libjpeg", f"input pipeline, libjpeg ({CORES} cores)"),
+        ("deg_ram_tensorflow", f"input pipeline, batched TensorFlow JPEG ({CORES} cores)"),
+        ("deg_device_libjpeg", "device stage on this CPU, libjpeg"),
+        ("deg_device_tensorflow", "device stage on this CPU, batched TensorFlow JPEG"),
+        ("deg_reference_1", "NumPy/OpenCV reference, 1 process"),
+        (f"deg_reference_{CORES}", f"NumPy/OpenCV reference, {CORES} processes"),
+        ("deg_ram_bicubic", "bicubic RGB pairs (for scale)"),
+    ]
+    head = "| Real-ESRGAN pairs of RGB crops in RAM | patches/s | CPU-s / 1000 |"
+    lines = [head + (" this / reference |" if ref else ""), "| --- | ---: | ---: |"]
+    lines[-1] += " ---: |" if ref else ""
+    for name, what in rows:
+        if name in p:
+            r = p[name]
+            ratio = f" {r['median'] / ref['median']:.2f} |" if ref else ""
+            lines.append(f"| {what} | {r['median']:.0f} | {r['cpu_s_per_1000']:.2f} |{ratio}")
+    return lines
+
+
+REFERENCE_ROWS = ("deg_reference_1", *((f"deg_reference_{CORES}",) if CORES > 1 else ()))
+"""The reference's rows (``python -m benchmarks.realesrgan_reference``), by their processes."""
+
 ALL_DEG_ROWS = (
     *DEG_PIPELINES,
     *(f"deg_ram_{v}" for v in RAM_ROWS),
     "deg_device_libjpeg",
     "deg_device_tensorflow",
-    "deg_reference_1",
-    *((f"deg_reference_{CORES}",) if CORES > 1 else ()),
     *(f"deg_train_{v}" for v in TRAIN_ROWS),
 )

@@ -2,7 +2,7 @@
 ``sr.degradations.realesrgan`` (the tf.data graph version) is tested against
 (``tests/test_realesrgan_reference.py`` checks this module itself,
 ``tests/test_realesrgan_distribution.py`` the graph against it) and timed against
-(``scripts/bench_data.py --degradation`` passes :func:`bench_degradation` to
+(``python -m benchmarks.realesrgan_reference`` passes :func:`bench_degradation` to
 ``sr.bench.degradation_runs``: the NumPy/OpenCV reference rows of ``docs/performance.md``).
 
 Source: X. Wang, L. Xie, C. Dong, Y. Shan, "Real-ESRGAN: Training Real-World Blind
@@ -539,7 +539,7 @@ def random_crops(folder, crop: int, n: int, seed: int = 0) -> np.ndarray:
 
 
 def bench_degradation():
-    """:func:`degrade_uint8` as ``scripts/bench_data.py --degradation`` times it, the way a PyTorch
+    """:func:`degrade_uint8` as ``benchmarks/realesrgan_reference.py`` times it, the way a PyTorch
     ``DataLoader`` worker runs BasicSR's code: the HR sharpened first (``gt_usm``, the graph's
     default), OpenCV on one thread in this process (``cv2.setNumThreads(1)``).
 
