@@ -20,7 +20,11 @@ Real-ESRGAN's released files): a bare state dict ``{name: tensor}``, ``{"params"
 weights, which the official models are) is taken and the reader is told so.
 
 Every floating tensor comes out float32 (float16, bfloat16 and float64 are cast, and the reader
-is told how many were); other dtypes (an ``int64`` step counter) are kept as they are.
+is told how many were); other dtypes (an ``int64`` step counter) are kept as they are. A file
+with a NaN or an infinite value in any floating tensor is refused, naming the tensors and their
+counts: such weights upscale into NaN (written as black before this check), start a fine-tune
+from NaN or export a NaN model. fp16 casts of float32 weights are where they come from most often
+(a weight beyond fp16's 65504 becomes inf).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ is expected is neither)."""
 
 WRAPPERS = ("params_ema", "params")  # BasicSR's keys around a state dict, the preferred first
 TORCH_EXTRA = 'pip install -e ".[torch]"'
+RUN_CONFIG = Path(".hydra", "config.yaml")  # what makes a folder a run of train.py
 
 
 class WeightFileError(ValueError):
@@ -73,8 +78,11 @@ class WeightFile:
 
 def is_weight_file(path) -> bool:
     """Whether ``path`` names a PyTorch weight file by its ending (:data:`SUFFIXES`), whether
-    or not it exists (a run folder is a directory, and ends in none of them)."""
-    return Path(str(path)).suffix.lower() in SUFFIXES and not Path(str(path)).is_dir()
+    or not it exists. A folder so named is taken as one too (:func:`existing_weight_file` then
+    says it is a folder where a weight file was expected), unless it is a run folder (it holds
+    ``.hydra/config.yaml``)."""
+    path = Path(str(path)).expanduser()
+    return path.suffix.lower() in SUFFIXES and not (path / RUN_CONFIG).is_file()
 
 
 def existing_weight_file(path) -> Path:
@@ -82,13 +90,27 @@ def existing_weight_file(path) -> Path:
     with it before they import TensorFlow).
 
     Raises:
-        WeightFileError: if there is no such file (naming it and the fix).
+        WeightFileError: if there is no such file, or it is a folder (naming it and the fix).
     """
     path = Path(str(path)).expanduser()
+    if path.is_dir():
+        raise WeightFileError(
+            f"{path} is a folder where a weight file was expected: give the path of the .pth or "
+            f".safetensors file itself (the folder holds {_listing(path)})"
+        )
     if not path.is_file():
         raise WeightFileError(f"{path}: no such weight file; give the path of a .pth or "
                               ".safetensors file")  # fmt: skip
     return path
+
+
+def _listing(folder: Path) -> str:
+    """The first names in ``folder``, weight files first: what to give instead."""
+    names = sorted(p.name for p in folder.iterdir())
+    names.sort(key=lambda n: Path(n).suffix.lower() not in SUFFIXES)
+    if not names:
+        return "nothing"
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def read_weights(path) -> WeightFile:
@@ -103,7 +125,8 @@ def read_weights(path) -> WeightFile:
     Raises:
         WeightFileError: a missing file; a truncated or corrupt one ("download it again");
             a ``.pth`` without torch (naming the ``[torch]`` extra); a pickle that holds no
-            state dict (a whole model, an optimizer); nested values that are not tensors.
+            state dict (a whole model, an optimizer); nested values that are not tensors; a
+            floating tensor holding NaN or inf (:func:`check_finite`).
     """
     path = existing_weight_file(path)
     if path.suffix.lower() == SAFETENSORS:
@@ -115,6 +138,7 @@ def read_weights(path) -> WeightFile:
             f"{path}: not a weight file by its name (expected {', '.join(SUFFIXES)})"
         )
     state, wrapper, notes = _unwrap(path, raw)
+    check_finite(path, state)
     widened = sum(id(v) in bf16 for v in state.values())
     state, cast = _as_float32(state)
     if widened:
@@ -260,6 +284,29 @@ def _unwrap(path: Path, raw) -> tuple[dict[str, np.ndarray], str | None, list[st
             " (a bare state dict, or one under 'params' / 'params_ema' as BasicSR saves)"
         )
     return state, wrapper, notes
+
+
+def check_finite(path, state: Mapping[str, np.ndarray]) -> None:
+    """Refuse weights with a NaN or infinite value in a floating tensor (checked in the file's
+    own dtype: an fp16 inf is caught as it is).
+
+    Raises:
+        WeightFileError: naming the file, each such tensor (the first 6) with its count of
+            non-finite values and size, and the fix.
+    """
+    bad = []
+    for key, value in state.items():
+        if np.issubdtype(value.dtype, np.floating):
+            count = int(value.size - np.count_nonzero(np.isfinite(value)))
+            if count:
+                bad.append(f"{key} ({count} of {value.size} values)")
+    if bad:
+        listed = ", ".join(bad[:6]) + (f" and {len(bad) - 6} more" if len(bad) > 6 else "")
+        raise WeightFileError(
+            f"{path} holds NaN or infinite weights: {listed}; a model with them outputs NaN. "
+            "Use a float32 copy of the weights (an fp16 cast overflows to inf beyond 65504), "
+            "or download the file again"
+        )
 
 
 def _as_float32(state: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
