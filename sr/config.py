@@ -33,7 +33,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node, composition_error, override_parse_error
 from sr.data.schemas import SCHEMAS as DATA_MODES
-from sr.degradations import realesrgan_params
+from sr.degradations import registry as degradation_registry
+from sr.degradations.registry import DegradationConfig
 from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig, RealESRGANLossConfig
 from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
@@ -195,18 +196,7 @@ class AdamWConfig(AdamConfig):
     weight_decay: float = bounded(0.004, minimum=0)
 
 
-@dataclass
-class DegradationConfig:
-    """Keys of every option of the ``degradation`` group (``degradation=bicubic`` has no other)."""
-
-    _target_: str = MISSING
-
-
-BICUBIC_TARGET = "sr.degradations.Bicubic"  # degradation=bicubic's class, which takes no keys
-# ``degradation=realesrgan``: its keys, typed (``realesrgan_params.schema_fields``), and bounds
-RealESRGANConfig = dataclasses.make_dataclass(
-    "RealESRGANConfig", realesrgan_params.schema_fields(), bases=(DegradationConfig,)
-)
+BICUBIC_TARGET = degradation_registry.get("bicubic").target  # a run without the group: bicubic
 
 # The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
 # defaults list names one).
@@ -231,7 +221,11 @@ MODEL_GROUP_SCHEMAS = {
     f"base_{target.removeprefix('sr.models.build_')}": schema
     for target, schema in MODEL_SCHEMAS.items()
 }
-DEGRADATION_SCHEMAS = {"base_degradation": DegradationConfig, "base_realesrgan": RealESRGANConfig}
+# The schema of each registered degradation (``sr.degradations.registry``): ``base_<name>``
+DEGRADATION_SCHEMAS = {
+    "base_degradation": DegradationConfig,
+    **{f"base_{spec.name}": spec.schema for spec in degradation_registry.specs()},
+}
 
 # Keys that moved (into a config group, or another key): an override naming one is refused with
 # the new name.
@@ -544,7 +538,7 @@ def build_source(cfg: DictConfig) -> PatchSource:
             raise ConfigError(str(e.__cause__)) from e
         raise
     loss = cfg.get("loss") or {}
-    if getattr(getattr(degradation, "options", None), "gt_usm", False):  # a sharpened target
+    if degradation.gt_usm:  # a sharpened target
         adversary = OmegaConf.select(cfg, "discriminator._target_", default=None)
         keys = PLAIN_TARGET_KEYS if adversary else PLAIN_TARGET_KEYS[:2]  # no D: no GAN term
         source.plain_target = not all(loss.get(k, True) for k in keys)
@@ -552,15 +546,17 @@ def build_source(cfg: DictConfig) -> PatchSource:
 
 
 def check_degradation(cfg: DictConfig) -> None:
-    """The ``degradation.*`` values checked without TensorFlow: ``degradation=realesrgan``'s by
-    ``realesrgan_params.check_keys`` (its class's own check), bicubic has none; a class of one's
+    """The ``degradation.*`` values checked without TensorFlow: a registered degradation's by
+    its declared check (``sr.degradations.registry``: ``degradation=realesrgan``'s
+    ``realesrgan_params.check_keys``, the class's own; bicubic takes no key); a class of one's
     own is built (:func:`build_degradation`). Raises ConfigError naming the key."""
     node = cfg.get("degradation")
     keys = {} if node is None else OmegaConf.to_container(node, resolve=True)
     target = keys.pop("_target_", None)
-    if target == realesrgan_params.TARGET:
-        realesrgan_params.check_keys(keys)
-    elif keys or target not in (None, BICUBIC_TARGET):
+    spec = degradation_registry.spec_of(target)
+    if spec is not None:
+        spec.check_keys(keys)
+    elif keys or target is not None:
         build_degradation(cfg)
 
 

@@ -246,12 +246,12 @@ class DevicePool:
 # ------------------------------------------------------------------------------------------------
 def pool_size(source) -> int:
     """N of a source's degradation (``degradation.pool_size``); 0: no pool."""
-    return int(getattr(getattr(source.degradation, "options", None), "pool_size", 0) or 0)
+    return int(source.degradation.pool_size)
 
 
 def on_device(source) -> bool:
     """Whether the source's pairs are made in the training step (``degradation.device``)."""
-    return getattr(source.degradation, "device", "input") == "accelerator"
+    return source.degradation.device == "accelerator"
 
 
 def check_pool(source) -> None:

@@ -106,7 +106,7 @@ def made_pairs(
     seeds,
     plain: bool = False,
 ) -> Batch | SharpenedBatch:
-    """Pairs of ``data.channels=rgb`` or of a degradation other than bicubic, from RGB crops.
+    """Pairs of ``data.channels=rgb`` or of a degradation's own pairs, from RGB crops.
 
     The crop is flipped, its LR made by ``degradation`` (``sr.degradations.Bicubic``: the
     bicubic operator of each channel, :func:`rgb_lr`; ``sr.degradations.realesrgan.RealESRGAN``:
@@ -123,7 +123,8 @@ def made_pairs(
         scale, margin: s and m.
         flips: ``(flip_v, flip_h, transpose or None)`` bool ``[B]`` (:func:`random_masks`).
         channels: ``"y"`` or ``"rgb"``.
-        degradation: an object with ``name`` and, unless bicubic, ``pair(hr float32
+        degradation: a ``sr.degradations.protocol.Degradation``: with ``protocol_lr`` (bicubic)
+            the operator of each channel (:func:`rgb_lr`), else its ``pair(hr float32
             [B, c, c, 3] in [0, 1], scale, seeds int64 [B, 2])`` to ``(lr [B, c / s, c / s, 3],
             target [B, c, c, 3])``.
         seeds: int64 ``[B, 2]``, the degradation's seed of each crop.
@@ -136,7 +137,7 @@ def made_pairs(
         ``SharpenedBatch(lq, gt_usm, gt)`` (:func:`degraded_pairs`).
     """
     flips = tuple(flips)
-    if degradation.name != "bicubic":
+    if not degradation.protocol_lr:
         hr = flip_batch(hr, flips)
         return degraded_pairs(hr, gray, scale, margin, channels, degradation, seeds, plain)
     lr = rgb_lr(hr, scale, margin, flips) / 255.0  # the margin already cut

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from sr.core.degrade import crop_margin, flip_batch, min_hr_size
+from sr.core.degrade import flip_batch, min_hr_size
 from sr.core.errors import ConfigError
 from sr.core.images import ImageFolderError, ImageSet, image_size, list_images, scan_folder
 from sr.core.schema import value_error
@@ -215,7 +215,7 @@ class PatchSource(abc.ABC):
                 "data.lr_from only orders the Y pairs' LR; with data.channels=rgb the LR is made "
                 "from RGB already: drop data.lr_from"
             )
-        made = self.channels == "rgb" or self.degradation.name != "bicubic"
+        made = self.channels == "rgb" or not self.degradation.protocol_lr
         if made and not self.makes_rgb:
             raise ValueError(
                 f"data={self.mode} decodes to Y only: data.channels={self.channels} with "
@@ -234,7 +234,7 @@ class PatchSource(abc.ABC):
                 f"use {self.margin // self.scale * self.scale} or "
                 f"{(self.margin // self.scale + 1) * self.scale}"
             )
-        least = getattr(self.degradation, "least_crop", lambda scale: 0)(self.scale)
+        least = self.degradation.least_crop(self.scale)
         if self.crop < least:
             raise ValueError(
                 f"degradation={self.degradation.name} needs crops of at least {least} pixels at "
@@ -253,13 +253,13 @@ class PatchSource(abc.ABC):
 
     @property
     def margin(self) -> int:
-        """HR pixels kept around each patch so that its LR has no border effect
-        (``sr.core.degrade.crop_margin``: the bicubic operator's reach); a degradation's own
-        (``crop_margin(scale)`` of ``sr.degradations.realesrgan.RealESRGAN``:
-        ``degradation.margin``); 0 with pre-made LR."""
+        """HR pixels kept around each patch so that its LR has no border effect: the
+        degradation's ``crop_margin(scale)`` (bicubic: ``sr.core.degrade.crop_margin``, the
+        operator's reach; ``sr.degradations.realesrgan.RealESRGAN``: ``degradation.margin``); 0
+        with pre-made LR."""
         if self.lr_dir:
             return 0
-        return getattr(self.degradation, "crop_margin", crop_margin)(self.scale)
+        return self.degradation.crop_margin(self.scale)
 
     @property
     def crop(self) -> int:
@@ -395,7 +395,7 @@ class PatchSource(abc.ABC):
             **({"channels": self.channels} if self.channels != "y" else {}),
             **(
                 {"degradation": self.degradation.identity()}
-                if self.degradation.name != "bicubic"
+                if not self.degradation.protocol_lr
                 else {}
             ),
         }
@@ -417,7 +417,7 @@ class PatchSource(abc.ABC):
             pipeline: the input pipeline's index (folded into the seed, so that workers flip
                 independently; pipeline 0 is a single-pipeline run's stream).
         """
-        if self.channels == "rgb" or self.degradation.name != "bicubic":
+        if self.channels == "rgb" or not self.degradation.protocol_lr:
             flip_v, flip_h, transpose = random_masks(
                 batch["hr"], self.flips, self.rot90, self.flip_seed(index, pipeline)
             )
@@ -455,7 +455,7 @@ class PatchSource(abc.ABC):
         then yielding those flipped clean crops (a GPU's input pipeline only decodes, crops and
         flips), as Real-ESRGAN's ``feed_data`` degrades on the GPU; then through the training-pair
         pool of ``degradation.pool_size`` (:attr:`device_pool`, from :meth:`device_state`)."""
-        if getattr(self.degradation, "device", "input") != "accelerator":
+        if self.degradation.device != "accelerator":
             return None
 
         def stage(hr, gray, seeds):

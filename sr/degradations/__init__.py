@@ -6,9 +6,11 @@ random blur kernels (``kernels``), PyTorch's ``interpolate`` as matrices (``inte
 unsharp masking of the target (``usm``) and a batched JPEG in TensorFlow ops (``jpeg``).
 Imports only ``sr.core``; ``sr.data`` and ``sr.config`` use it.
 
-The keys of ``degradation=realesrgan`` are in ``realesrgan_params`` (no TensorFlow), and the two
-classes below are imported on first use (PEP 562), so that ``sr.config`` checks a command line
-without importing TensorFlow."""
+Each degradation is registered by name (``registry``: every module here with a top-level
+``SPEC = register(...)``, importing no TensorFlow: ``bicubic`` and ``realesrgan_params``, the keys
+of ``degradation=realesrgan``) and implements the protocol of ``protocol.Degradation``, which is
+all the data sources and validation ask of it. The two classes below are imported on first use
+(PEP 562), so that ``sr.config`` checks a command line without importing TensorFlow."""
 
 __all__ = ["Bicubic", "RealESRGAN"]
 

@@ -302,6 +302,8 @@ def degrade(hr: tf.Tensor, scale: int, seed, params: Params = DEFAULTS, jpeg_bat
 
 class RealESRGAN:
     """``degradation=realesrgan``: Real-ESRGAN's LR synthesis (module docstring), from RGB HR.
+    Implements :class:`sr.degradations.protocol.Degradation`; declared (name, schema, check) by
+    ``sr.degradations.realesrgan_params.SPEC``.
 
     Keyword args: the fields of :class:`Params` (lists are accepted for tuples) and of
     :class:`Options` (``gt_usm``, ``device``, ``jpeg``), as written in
@@ -313,6 +315,7 @@ class RealESRGAN:
 
     name = "realesrgan"
     needs_rgb = True  # made from the RGB HR (colour noise, JPEG chroma): sources keep 3 channels
+    protocol_lr = False  # its own pairs (pair), validated on a fixed degraded set (lr_image)
 
     def __init__(self, **params):
         check_keys(params)
@@ -326,6 +329,16 @@ class RealESRGAN:
         """``input`` (the LR is made in the tf.data pipeline) or ``accelerator`` (in the
         training step, on the model's device)."""
         return self.options.device
+
+    @property
+    def gt_usm(self) -> bool:
+        """The target is the USM-sharpened HR (``degradation.gt_usm``)."""
+        return bool(self.options.gt_usm)
+
+    @property
+    def pool_size(self) -> int:
+        """Pairs of the training-pair pool (``degradation.pool_size``); 0: none."""
+        return int(self.options.pool_size or 0)
 
     def identity(self) -> dict:
         """What the pairs are a function of besides the seed: the name, every parameter, the

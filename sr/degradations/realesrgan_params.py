@@ -2,7 +2,8 @@
 :class:`Params` (the random degradation's, named and valued as in Real-ESRGAN's
 ``options/train_realesrnet_x4plus.yml``: X. Wang et al., ICCV-W 2021,
 github.com/xinntao/Real-ESRGAN) and :class:`Options` (how it runs), the config schema's fields
-(:func:`schema_fields`) and their one check (:func:`check_keys`).
+(:func:`schema_fields`, :data:`RealESRGANConfig`) and their one check (:func:`check_keys`): the
+degradation's declaration in the registry (:data:`SPEC`, ``sr.degradations.registry``).
 
 ``sr.config`` checks a command line with them before anything imports TensorFlow; the
 degradation itself (``sr.degradations.realesrgan.RealESRGAN``, TensorFlow ops) takes the same keys
@@ -11,10 +12,12 @@ and runs the same check.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node
+from sr.degradations.registry import DegradationConfig, DegradationSpec, register
 
 TARGET = "sr.degradations.realesrgan.RealESRGAN"
 """The ``_target_`` of ``conf/degradation/realesrgan.yaml``: the class that takes these keys."""
@@ -240,3 +243,13 @@ def check_keys(params: dict) -> None:
         )
     for schema in (Options, Params):  # the bounds declared beside each field
         check_node(params, schema, "degradation")
+
+
+# ``degradation=realesrgan``: its keys, typed (:func:`schema_fields`), and bounds
+RealESRGANConfig = dataclasses.make_dataclass(
+    "RealESRGANConfig", schema_fields(), bases=(DegradationConfig,)
+)
+
+SPEC = register(DegradationSpec("realesrgan", TARGET, RealESRGANConfig, check=check_keys))
+"""``degradation=realesrgan``, declared without TensorFlow: its class
+(``sr.degradations.realesrgan.RealESRGAN``, TensorFlow ops), schema and check."""

@@ -36,7 +36,7 @@ def degraded_val_lr(source: PatchSource) -> list[np.ndarray] | None:
     (the protocol makes the LR). A model trained on degraded LR is validated (and its best
     checkpoint chosen) on the kind of LR it is trained for, the same fixed set in every run."""
     degradation = source.degradation
-    if degradation.name == "bicubic":
+    if degradation.protocol_lr:
         return None
     return [
         degraded_lr(degradation, path, source.scale, VAL_SEED, i)
