@@ -51,10 +51,10 @@ def exit_codes() -> tuple[tuple[tuple[type[BaseException], ...], int], ...]:
     """The errors that end a run with a message and no traceback, and their exit codes, in this
     order: ``((errors, code), ...)``. Their modules import TensorFlow, so they are imported here,
     once the command line has been checked (:func:`check_command_line`)."""
+    from sr.core.errors import RunDirError
     from sr.core.images import ImageFolderError
     from sr.core.runfiles import RunFileError
     from sr.data.service import ServiceError
-    from sr.train.checkpoint import RunDirError
     from sr.train.distribute import ClusterTimeoutError
     from sr.train.guard import DivergenceError
     from sr.train.saving import NonFiniteError

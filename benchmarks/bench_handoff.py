@@ -53,8 +53,8 @@ import tensorflow as tf  # noqa: E402
 
 from sr.config import build_source, compose  # noqa: E402
 from sr.data.demo import ensure_demo  # noqa: E402
+from sr.loading.models import build_model  # noqa: E402
 from sr.train.app import run  # noqa: E402
-from sr.train.checkpoint import build_model  # noqa: E402
 
 
 def without_slack(ds: tf.data.Dataset) -> tf.data.Dataset:

@@ -42,7 +42,9 @@ import tensorflow as tf  # noqa: E402
 
 from sr.bench.folders import SHARED_SAMPLE, compose_data, reencode_png  # noqa: E402
 from sr.config import build_source  # noqa: E402
-from sr.train.checkpoint import build_model, make_checkpoint, make_manager  # noqa: E402
+from sr.loading.checkpoints import make_checkpoint  # noqa: E402
+from sr.loading.models import build_model  # noqa: E402
+from sr.train.checkpoint import make_manager  # noqa: E402
 from sr.train.loop import Trainer  # noqa: E402
 
 STATE = ("model/", "optimizer/", "step/")

@@ -80,7 +80,7 @@ def score(run_dir: Path) -> dict:
     """Validation scores of a run's last checkpoint on its ``data.val_dir`` sequences."""
     from sr.core.frames import list_sequences, target_index
     from sr.evaluation import evaluate_sequences
-    from sr.train.checkpoint import load_model_from_run
+    from sr.loading.models import load_model_from_run
 
     model, cfg, step = load_model_from_run(run_dir)
     d = cfg.data

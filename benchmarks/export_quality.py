@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.deploy import Exported, export_model  # noqa: E402
 from sr.evaluation import evaluate_folder  # noqa: E402
-from sr.train.checkpoint import load_model_from_run, model_label  # noqa: E402
+from sr.loading.models import load_model_from_run, model_label  # noqa: E402
 
 BACKENDS = (("tflite", "tflite", None), ("tflite int8", "tflite", "int8"), ("onnx", "onnx", None))
 

@@ -31,9 +31,9 @@ import tensorflow as tf  # noqa: E402
 
 from sr.config import compose  # noqa: E402
 from sr.deploy import Exported, export_model  # noqa: E402
+from sr.loading.models import build_model  # noqa: E402
 from sr.models.complexity import parameters  # noqa: E402
-from sr.models.span import reparameterize  # noqa: E402
-from sr.train.checkpoint import build_model  # noqa: E402
+from sr.models.layers import deployed as reparameterize  # noqa: E402
 
 MODELS = [
     ("espcn", ["model=espcn"]),

@@ -41,8 +41,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sr.core.runfiles import read_json
-from sr.train.checkpoint import load_run_config
+from sr.core.runfiles import load_run_config, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "datasets"

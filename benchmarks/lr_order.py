@@ -32,9 +32,10 @@ import numpy as np  # noqa: E402
 import sr.config  # noqa: E402,F401  (registers the ${sr_root:} resolver of saved run configs)
 from sr.core.color import y_channel  # noqa: E402
 from sr.core.degrade import bicubic_upscale, make_lr  # noqa: E402
+from sr.core.errors import RunDirError  # noqa: E402
 from sr.core.images import ImageFolderError, list_images, load_image  # noqa: E402
 from sr.evaluation import modcrop, prepare, score, super_resolve_y  # noqa: E402
-from sr.train.checkpoint import RunDirError, load_model_from_run  # noqa: E402
+from sr.loading.models import load_model_from_run  # noqa: E402
 
 
 def training_lr_y(image: np.ndarray, scale: int) -> np.ndarray:

@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from sr.config import compose  # noqa: E402
+from sr.loading.models import build_model  # noqa: E402
 from sr.models.complexity import macs_per_output_megapixel, parameters  # noqa: E402
-from sr.train.checkpoint import build_model  # noqa: E402
 
 # (label, overrides): the shipped single-image models, and the sizes the recipes use
 MODELS = [

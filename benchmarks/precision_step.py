@@ -39,7 +39,7 @@ import tensorflow as tf  # noqa: E402
 
 from sr.config import compose  # noqa: E402
 from sr.core.batch import Batch  # noqa: E402
-from sr.train.checkpoint import build_model  # noqa: E402
+from sr.loading.models import build_model  # noqa: E402
 from sr.train.optimizers import make_optimizer  # noqa: E402
 from sr.train.parts import training_part  # noqa: E402
 from sr.train.precision import CPU_BF16_FLAGS, POLICIES, cpu_flags  # noqa: E402

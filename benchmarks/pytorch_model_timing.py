@@ -6,18 +6,19 @@ docs/pytorch.md).
     python benchmarks/pytorch_model_timing.py [--size 256] [--repeat 3] [--models compact,rrdbnet]
         [--out DIR] [--tiny]
 
-Each model is built by the project's builder with random weights (time does not depend on them):
-``sr.models.build_compact(4, 3, features=64, convs=32, activation="prelu")``, 1,213,296
-parameters, and ``sr.models.build_rrdbnet(4, 3, features=64, blocks=23, growth=32)``, 16,697,987
+Each model is built by the project's registry with random weights (time does not depend on them):
+``make_model("compact", 4, 3, features=64, convs=32, activation="prelu")``
+(``sr.models.registry``), 1,213,296 parameters, and
+``make_model("rrdbnet", 4, 3, features=64, blocks=23, growth=32)``, 16,697,987
 (``--tiny``: 8 features, 2 convs / 2 blocks of growth 8, for a quick check). Its exports are made
 by ``sr.deploy``'s own code and written under ``--out DIR`` (absent or empty; default: a
-temporary folder, deleted): TFLite float32 and int8 by ``sr.deploy.export.to_tflite`` at the LR
-side ``--size`` (the whole image is one window; int8 is calibrated on the LR tile of
-scikit-image's astronaut photo, as ``scripts/export.py`` does without ``--calibration``), ONNX by
+temporary folder, deleted): TFLite float32 and int8 by ``sr.deploy.export.to_tflite``, run at
+the LR side ``--size`` (the whole image is one window; int8 is calibrated on the timed tile
+alone, the LR tile of scikit-image's astronaut photo, where ``scripts/export.py`` without
+``--calibration`` calibrates on four of scikit-image's photos, astronaut first), ONNX by
 ``sr.deploy.export_model`` (dynamic size, checked against Keras when written). The TFLite exports
-are not made by ``export_model`` because it refuses a window of at most twice the tile overlap
-(``sr.inference.default_overlap``: RRDBNet's is 351 LR pixels, so ``--size 256`` would be
-refused), which tiling a larger image needs but one window does not.
+are not made by ``export_model``, whose check runs the export's windows on an image larger than
+one (for RRDBNet at full size, minutes more), which one window does not need.
 
 Each backend maps the astronaut's LR tile, float32 ``[1, S, S, 3]`` in [0, 1] (S = ``--size``),
 to ``[1, 4S, 4S, 3]``: Keras in a ``tf.function`` (TensorFlow's default threads: all cores), the
@@ -63,22 +64,22 @@ from sr.cli import MIN_TFLITE_SIZE as MIN_SIZE  # noqa: E402  (the smallest TFLi
 from sr.deploy import Exported, check_out, export_model, psnr_float  # noqa: E402
 from sr.deploy.export import calibration_inputs, to_tflite  # noqa: E402
 from sr.inference import default_overlap  # noqa: E402
-from sr.models import build_compact, build_rrdbnet  # noqa: E402
 from sr.models.complexity import macs_per_output_megapixel, parameters  # noqa: E402
+from sr.models.registry import make_model  # noqa: E402
 
 SCALE = 4
 CHANNELS = 3
-# --models name: (released file it is the layout of, builder, full-size keys, --tiny keys)
+# --models name: (released file it is the layout of, architecture, full-size keys, --tiny keys)
 MODELS = {
     "compact": (
         "realesr-general-x4v3",
-        build_compact,
+        "compact",
         {"features": 64, "convs": 32, "activation": "prelu"},
         {"features": 8, "convs": 2, "activation": "prelu"},
     ),
     "rrdbnet": (
         "RealESRGAN_x4plus",
-        build_rrdbnet,
+        "rrdbnet",
         {"features": 64, "blocks": 23, "growth": 32},
         {"features": 8, "blocks": 2, "growth": 8},
     ),
@@ -148,7 +149,7 @@ def tflite_export(model, folder: Path, size: int, calibration, n_threads: int) -
     ``calibration``, a list of LR tiles, is given) with its ``export.json``; the export, opened
     on ``n_threads`` threads."""
     folder.mkdir(parents=True)
-    to_tflite(model, folder / "model.tflite", size, calibration)
+    to_tflite(model, folder / "model.tflite", calibration)
     shapes = [f"[1, {n}, {n}, {CHANNELS}]" for n in (size, SCALE * size)]
     record = {
         "format": "tflite",
@@ -218,7 +219,7 @@ def model_rows(name: str, args, tile: np.ndarray, out: Path) -> list[str]:
     """The table rows of one model of :data:`MODELS`, one per backend of :data:`BACKENDS`."""
     release, build, full, tiny = MODELS[name]
     keras.utils.set_random_seed(0)
-    model = build(scale=SCALE, channels=CHANNELS, **(tiny if args.tiny else full))
+    model = make_model(build, SCALE, CHANNELS, **(tiny if args.tiny else full))
     label = f"{release} (`{name}`{', tiny' if args.tiny else ''})"
     count, macs = parameters(model), macs_per_output_megapixel(model, SCALE)
     rows, reference = [], None

@@ -217,8 +217,8 @@ def ended(run_dir: Path, steps: int | None) -> bool:
 def score(run_dir: Path, folders: list[str]) -> dict:
     """``{folder: {"psnr", "ssim", "psnr_bicubic", "ssim_bicubic", "n"}}`` of the run's last
     checkpoint (trained weights), with the protocol of ``scripts/evaluate.py``."""
+    from sr.loading.models import load_model_from_run, model_label
     from sr.results import evaluate
-    from sr.train.checkpoint import load_model_from_run, model_label
 
     model, cfg, step = load_model_from_run(run_dir, weights="live")
     res = evaluate(

@@ -326,10 +326,10 @@ EDSR_PAPER = {
 def published_check() -> str:
     """Sustained FLOP/s implied by the EDSR paper's training time, and its share of Titan X
     peak (the efficiency the step-time model assumes: ``EFFICIENCY``)."""
-    from sr.models import build_edsr
+    from sr.models.registry import make_model
 
     e = EDSR_PAPER
-    model = build_edsr(scale=2, channels=3, features=256, blocks=32, res_scale=0.1)
+    model = make_model("edsr", scale=2, channels=3, features=256, blocks=32, res_scale=0.1)
     f = model_flops(model, e["lr_patch"], e["lr_patch"])["flops"]
     step = e["days"] * 86400 / e["steps"]
     sustained = TRAIN_FLOPS_FACTOR * f * e["batch"] / step

@@ -23,14 +23,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from sr.models import build_edsr, build_rlfn, build_span  # noqa: E402
+from sr.models.registry import make_model  # noqa: E402
 
 CANDIDATES = {
-    "edsr_lite": lambda: build_edsr(4, 1, 48, 8, direct_upsample=True, bicubic_skip=True),
-    "rlfn": lambda: build_rlfn(4, 1, bicubic_skip=True),
-    "rlfn_ntire": lambda: build_rlfn(4, 1, 46, 48, 4, bicubic_skip=True),
-    "span": lambda: build_span(4, 1, 52, bicubic_skip=True),
-    "span32": lambda: build_span(4, 1, 32, bicubic_skip=True),
+    "edsr_lite": lambda: make_model("edsr", 4, 1, 48, 8, direct_upsample=True, bicubic_skip=True),
+    "rlfn": lambda: make_model("rlfn", 4, 1, bicubic_skip=True),
+    "rlfn_ntire": lambda: make_model("rlfn", 4, 1, 46, 48, 4, bicubic_skip=True),
+    "span": lambda: make_model("span", 4, 1, 52, bicubic_skip=True),
+    "span32": lambda: make_model("span", 4, 1, 32, bicubic_skip=True),
 }
 SHAPES = [(8, 24), (2, 48)]  # (batch, LR patch side)
 

@@ -46,7 +46,7 @@ those images as ``DIR/<folder>/<method>/<stem>.png``.
 
 Checkpoint. ``--checkpoint best`` (the default where the run has ``checkpoints/best``: the best
 validation PSNR so far), ``last`` (the newest of the rotation, where ``resume=`` continues) or
-``ckpt-N`` (``sr.train.checkpoint.find_checkpoint``). The output names the one scored: a line
+``ckpt-N`` (``sr.loading.checkpoints.find_checkpoint``). The output names the one scored: a line
 above the table, ``"checkpoint_label"`` in every folder of ``results.json`` (``"checkpoint"``
 stays its path) and a ``checkpoint`` column in ``results.csv``: ``best (ckpt-4000)``, ``last
 (ckpt-8000)`` or ``ckpt-6000`` (empty for bicubic).
@@ -144,8 +144,7 @@ def load_method(args: argparse.Namespace) -> dict:
     """
     from sr.evaluation import input_channels
     from sr.inference import run_window
-    from sr.train.checkpoint import model_label
-    from sr.train.pretrained import load_model, source_checkpoint, source_home
+    from sr.loading.models import load_model, model_label, source_checkpoint, source_home
 
     if args.run == BICUBIC:
         model, scale, step, checkpoint, chosen = None, args.scale, 0, None, None

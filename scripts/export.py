@@ -2,7 +2,7 @@
 model, an ONNX model, or PyTorch weights (``.safetensors``).
 
     python scripts/export.py <run dir> <output folder> [--format savedmodel|tflite|onnx]
-        [--size 256] [--quantize int8 --calibration DIR] [--calibration DIR]
+        [--size 256] [--overlap N] [--quantize int8] [--calibration DIR]
         [--checkpoint best|last|ckpt-N] [--weights auto|ema|live]
     python scripts/export.py RealESRGAN_x4plus.pth <output folder> --format tflite|onnx|...
     python scripts/export.py <run dir> <output folder> --format safetensors
@@ -27,15 +27,19 @@ untiled, so both give the same pixels. Load it back with::
 ``model.onnx``), float32 ``[1, h, w, C]`` in [0, 1] to ``[1, s h, s w, C]``, C = 1 (Y) or 3
 (an RGB run); the colour conversion stays in ``scripts/upscale.py --backend tflite|onnx``, which
 runs them with the LiteRT interpreter or ONNX Runtime. TFLite takes a fixed input, ``--size`` x
-``--size`` LR pixels (256 by default; upscale.py tiles any image into it), ONNX any h, w.
-``--quantize int8 --calibration DIR`` (TFLite only) makes weights and activations int8, its
-ranges measured on LR tiles of the images of DIR taken as HR. Needs the export extra: ``pip
+``--size`` LR pixels (256 by default; upscale.py tiles any image into it, overlapping by
+``--overlap``: the model's receptive field where it fits the window, else a quarter of it,
+checked), ONNX any h, w. ``--quantize int8`` (TFLite only) makes weights and activations int8,
+its ranges measured on LR tiles of the images of ``--calibration DIR`` taken as HR (without it,
+scikit-image's photos). Needs the export extra: ``pip
 install -e ".[export]"``. Details and measured agreement: docs/deployment.md.
 
 Every export is checked when written: run on a calibration image (the first of
 ``--calibration DIR``, else scikit-image's astronaut) and compared with the Keras model; a float
-export below 45 dB PSNR fails and leaves nothing. ``export.json`` in the folder records the
-format, input and output, scale, channels, quantisation, the check's PSNR and the source: which
+export below 45 dB PSNR fails and leaves nothing. A TFLite export is checked in its windows on an
+image larger than one against the whole image (int8: against its own whole-image output); below
+45 dB it fails naming the ``--overlap`` that reaches 45 dB. ``export.json`` in the folder records
+the format, input and output, scale, channels, quantisation, the check's PSNR and the source: which
 weights (``<model>+ema`` for averaged ones), step, run and checkpoint. ``--checkpoint`` is
 ``best`` (the default where the run has ``checkpoints/best``: the best validation PSNR so far),
 ``last`` or ``ckpt-N``; ``--weights live`` exports the trained weights of a ``train.ema`` run.
@@ -78,6 +82,7 @@ def export(
     size: int = DEFAULT_SIZE,
     quantize: str | None = None,
     calibration: str | None = None,
+    overlap: int | None = None,
 ) -> dict:
     """Write and check one export of a run's checkpoint (``sr.deploy.export_model``).
 
@@ -85,9 +90,9 @@ def export(
         run_dir: run directory of ``train.py``.
         out_dir: folder to write (must not exist, or be empty).
         checkpoint: ``best``, ``last`` or ``ckpt-N``; None: ``best`` where the run has one,
-            else ``last`` (``sr.train.checkpoint.find_checkpoint``).
-        weights: ``auto``, ``ema`` or ``live`` (``sr.train.checkpoint.load_model_from_run``).
-        fmt, size, quantize, calibration: as ``sr.deploy.export_model``.
+            else ``last`` (``sr.loading.checkpoints.find_checkpoint``).
+        weights: ``auto``, ``ema`` or ``live`` (``sr.loading.models.load_model_from_run``).
+        fmt, size, quantize, calibration, overlap: as ``sr.deploy.export_model``.
 
     Returns:
         The ``export.json`` record (``source``: label, step, run, checkpoint).
@@ -97,15 +102,15 @@ def export(
         MissingExtraError: if the format's packages are not installed (before any work).
         ExportCheckError: if a float export disagrees with Keras (below 45 dB).
         ValueError: for an ``out_dir`` that is not empty, a multi-frame run (``data.frames`` >
-            1), or options that do not go together (``--quantize`` without tflite or without
-            ``--calibration``).
+            1), or options that do not go together (``--quantize`` without tflite, an
+            ``--overlap`` of half ``--size`` or more).
     """
     from sr.deploy import check_out, export_model, require
-    from sr.train.pretrained import load_model
+    from sr.loading.models import load_model
 
     if fmt == STATE_DICT:
         return export_weights(run_dir, out_dir, checkpoint, weights, quantize)
-    check_export_request(fmt, quantize, calibration, size)
+    check_export_request(fmt, quantize, calibration, size, overlap)
     require(fmt)
     check_out(out_dir)  # a non-empty output is refused now, before loading anything
     file = is_weight_file(run_dir)
@@ -120,12 +125,12 @@ def export(
     model, cfg, step = load_model(run_dir, checkpoint, weights, say=print)
     scale = int(cfg.data.scale)
     source = describe_source(model, step, run_dir)
-    return export_model(model, out_dir, fmt, scale, size, quantize, calibration, source)
+    return export_model(model, out_dir, fmt, scale, size, quantize, calibration, source, overlap)
 
 
 def describe_source(model, step: int, run_dir) -> dict:
     """``export.json``'s ``source``: the weights, step, run (or weight file) and checkpoint."""
-    from sr.train.checkpoint import model_label
+    from sr.loading.models import model_label
 
     key = "file" if is_weight_file(run_dir) else "run"
     return {"weights": model_label(model), "step": int(step), key: str(run_dir),
@@ -136,7 +141,7 @@ def export_weights(run_dir, out_dir, checkpoint, weights, quantize) -> dict:
     """``--format safetensors``: the model as the reference's PyTorch state dict."""
     from sr.deploy import check_out
     from sr.deploy.pytorch import export_state_dict
-    from sr.train.pretrained import load_model
+    from sr.loading.models import load_model
 
     check_weights_request(quantize)
     check_out(out_dir)
@@ -159,7 +164,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.fmt == STATE_DICT:
         check_weights_request(args.quantize)
     else:
-        check_export_request(args.fmt, args.quantize, args.calibration, args.size)
+        check_export_request(args.fmt, args.quantize, args.calibration, args.size, args.overlap)
     check_source(args.run, args.checkpoint, args.weights)
 
 
@@ -176,7 +181,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--size", type=int, default=DEFAULT_SIZE, help="TFLite: the LR input side (default 256)"
     )
     parser.add_argument(
-        "--quantize", choices=QUANTIZE, help="TFLite: int8 weights and activations"
+        "--overlap",
+        type=int,
+        help="TFLite and ONNX: LR pixels by which windows and upscale.py's tiles overlap "
+        "(default: the receptive field, or a quarter of --size where it does not fit; checked)",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE,
+        help="TFLite: int8 weights and activations, calibrated on --calibration (default: "
+        "scikit-image's photos)",
     )
     parser.add_argument(
         "--calibration",
@@ -197,7 +211,7 @@ def main(argv=None) -> int:
     try:
         r = export(
             args.run, args.out, args.checkpoint, args.weights, args.fmt, args.size,
-            args.quantize, args.calibration,
+            args.quantize, args.calibration, args.overlap,
         )  # fmt: skip
     except (RunDirError, ValueError, MissingExtraError, ExportCheckError) as e:
         print(f"export.py: error: {e}", file=sys.stderr)
@@ -211,6 +225,10 @@ def main(argv=None) -> int:
         )
         return 0
     agreed = f"; against Keras {check['psnr_db']} dB PSNR" if check else ""
+    if r["format"] == "tflite":
+        agreed += f" in windows of {r['size']} overlapping by {r['overlap']}"
+        if "windows_psnr_db" in check:
+            agreed += f" ({check['windows_psnr_db']} dB against its whole-image output)"
     print(
         f"exported {args.run} (checkpoint {src['checkpoint']}, step {src['step']}, "
         f"x{r['scale']}, {src['weights']} weights) to {args.out} as {r['format']}"

@@ -11,9 +11,9 @@ count are printed, and it runs on R, G and B as an RGB run does.
 
 ``--backend keras`` (the default) runs the run's checkpoint; ``--backend tflite`` or ``onnx``
 runs an export folder of ``scripts/export.py --format tflite|onnx`` with the LiteRT interpreter
-or ONNX Runtime (``sr.deploy.Exported``: a TFLite export takes a fixed size, so images are cut
-into windows of it overlapping by the model's receptive field, and images smaller than it are
-mirrored to it). The colour handling, tiles and outputs below are the same for every backend.
+or ONNX Runtime (``sr.deploy.Exported``: a TFLite export runs in windows of its ``--size``,
+overlapping by its recorded overlap; a side shorter than a window runs at its own length). The
+colour handling, tiles and outputs below are the same for every backend.
 
 Y (BT.601) goes through the model, Cb, Cr and alpha are upscaled by bicubic (an RGB run: R, G, B
 through the model, see ``sr.inference``); the output has exactly ``scale`` times the input's width
@@ -130,8 +130,7 @@ def main(argv=None) -> int:
     quiet_tensorflow()  # the command line is checked: TensorFlow, its INFO lines hidden
     from sr.deploy import MissingExtraError
     from sr.inference import SequenceUpscaler, Upscaler, run_window
-    from sr.train.checkpoint import load_model_from_run, model_label
-    from sr.train.pretrained import load_model
+    from sr.loading.models import load_model, load_model_from_run, model_label
     from sr.upscaling import plan, plan_sequences, upscale_sequences
 
     try:

@@ -5,7 +5,7 @@ Each command of ``scripts/`` builds its parser from this module and checks its a
 it (flag values, the run folder or weight file, the input) before it imports TensorFlow, so a
 refusal (exit code 2, the message naming the value or path at fault and the fix) costs no
 TensorFlow start-up, as ``train.py``'s does (``sr.config``). The modules that use these values
-import them from here: ``sr.train.checkpoint`` (:data:`WEIGHTS`), ``sr.train.pretrained``,
+import them from here: ``sr.loading``,
 ``sr.upscaling`` (:data:`DEFAULT_TILE`, :func:`check_input`), ``sr.deploy`` (:data:`FORMATS`,
 :data:`QUANTIZE`, :data:`DEFAULT_SIZE`, :data:`STATE_DICT`, :data:`EXPORT_RECORD`,
 :func:`check_export_request`, :func:`export_record_path`) and
@@ -18,10 +18,13 @@ import sys
 from pathlib import Path
 
 from sr.core.errors import ImageFolderError
-from sr.core.runfiles import load_run_config
+from sr.core.runfiles import (  # noqa: F401  (WEIGHTS, check_file_choices: for the scripts)
+    WEIGHTS,
+    check_file_choices,
+    load_run_config,
+)
 from sr.core.weightfiles import existing_weight_file, is_weight_file
 
-WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of a run's checkpoint
 CHECKPOINT_HELP = (
     "best (default where the run has one: the best validation PSNR), last (the newest "
     "checkpoint, where resume= continues), or ckpt-N"
@@ -33,6 +36,7 @@ STATE_DICT = "safetensors"  # the --format of export.py that writes PyTorch weig
 QUANTIZE = ("int8",)  # export.py --quantize (TFLite)
 DEFAULT_SIZE = 256  # export.py --size: the LR side of a TFLite export
 MIN_TFLITE_SIZE = 16  # the smallest LR side of a TFLite export
+MIN_OVERLAP = 2  # export.py --overlap: sr.core.degrade.KERNEL_RADIUS, the bicubic chroma's reach
 EXPORT_RECORD = "export.json"  # the record of an export, beside its model file(s)
 
 
@@ -52,7 +56,7 @@ def refused(prog: str, check, args) -> bool:
 
 
 def add_weights_argument(parser) -> None:
-    """Add ``--weights {auto,ema,live}``, for ``sr.train.checkpoint.load_model_from_run``, to a
+    """Add ``--weights {auto,ema,live}``, for ``sr.loading.models.load_model_from_run``, to a
     script's ``argparse`` parser."""
     parser.add_argument(
         "--weights",
@@ -64,26 +68,13 @@ def add_weights_argument(parser) -> None:
 
 
 def add_checkpoint_argument(parser) -> None:
-    """Add ``--checkpoint best|last|ckpt-N`` (``sr.train.checkpoint.find_checkpoint``)."""
+    """Add ``--checkpoint best|last|ckpt-N`` (``sr.loading.checkpoints.find_checkpoint``)."""
     parser.add_argument("--checkpoint", help=CHECKPOINT_HELP)
-
-
-def check_file_choices(source, checkpoint: str | None, weights: str) -> None:
-    """Refuse ``--checkpoint`` or ``--weights`` given with a PyTorch weight file.
-
-    Raises:
-        ValueError: if ``source`` is a weight file and either is given (naming the fix).
-    """
-    if is_weight_file(source) and (checkpoint is not None or weights != "auto"):
-        raise ValueError(
-            f"--checkpoint and --weights choose within a run folder; {source} is a weight file "
-            "(one set of weights): drop them"
-        )
 
 
 def check_source(source, checkpoint: str | None = None, weights: str = "auto") -> int:
     """Check, without TensorFlow, a run folder or weight file a script will load
-    (``sr.train.pretrained.load_model``), in the order that loading it checks.
+    (``sr.loading.models.load_model``), in the order that loading it checks.
 
     Args:
         source: a run directory of ``train.py``, or a ``.pth`` / ``.safetensors`` file.
@@ -140,14 +131,19 @@ def export_record_path(folder) -> Path:
     return meta
 
 
-def check_export_request(fmt: str, quantize: str | None, calibration, size: int) -> None:
+def check_export_request(
+    fmt: str, quantize: str | None, calibration, size: int, overlap: int | None = None
+) -> None:
     """Refuse, before any work, what ``sr.deploy.export_model`` cannot do.
 
     Args:
         fmt: one of :data:`FORMATS`.
-        quantize: None or one of :data:`QUANTIZE` (TFLite only, with ``calibration``).
+        quantize: None or one of :data:`QUANTIZE` (TFLite only; calibrated on ``calibration``,
+            or without it on scikit-image's photos).
         calibration: a folder of images, or None.
-        size: the LR side of a TFLite export, at least :data:`MIN_TFLITE_SIZE`.
+        size: the LR side of a TFLite export's windows, at least :data:`MIN_TFLITE_SIZE`.
+        overlap: the windows' overlap in LR pixels (None: the export's choice), at least
+            :data:`MIN_OVERLAP`, and under half of ``size`` for TFLite.
 
     Raises:
         ValueError: naming the option at fault and the fix.
@@ -161,12 +157,17 @@ def check_export_request(fmt: str, quantize: str | None, calibration, size: int)
             f"--quantize {quantize} is for --format tflite (LiteRT's int8 kernels); "
             f"--format {fmt} is written in float32"
         )
-    if quantize and not calibration:
-        raise ValueError(
-            "--quantize int8 needs --calibration DIR: a folder of images like the ones the model "
-            "will see, to measure the ranges of its activations"
-        )
     if fmt == "tflite" and size < MIN_TFLITE_SIZE:
         raise ValueError(
             f"--size {size}: a TFLite export needs an LR side of at least {MIN_TFLITE_SIZE}"
+        )
+    if overlap is not None and overlap < MIN_OVERLAP:
+        raise ValueError(
+            f"--overlap {overlap}: use at least {MIN_OVERLAP} pixels (the bicubic kernel's reach "
+            "in upscale.py's tiles), or leave it out for the model's receptive field"
+        )
+    if overlap is not None and fmt == "tflite" and size <= 2 * overlap:
+        raise ValueError(
+            f"--overlap {overlap} leaves nothing of a --size {size} window (it overlaps on both "
+            f"sides): use --overlap {(size - 1) // 2} or less, or --size {2 * overlap + 32}"
         )

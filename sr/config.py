@@ -32,16 +32,18 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node, composition_error, override_parse_error
+from sr.data import schemas as data_schemas
 from sr.data.schemas import SCHEMAS as DATA_MODES
 from sr.degradations import registry as degradation_registry
 from sr.degradations.registry import DegradationConfig
+from sr.models import registry
 from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig, RealESRGANLossConfig
-from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
 if TYPE_CHECKING:
     from sr.data.source import PatchSource
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+MODEL_PRESETS = PROJECT_ROOT / "conf" / "model"  # the model group's presets (sr.models.registry)
 
 # The schema of each conf/data/<mode>.yaml (named by its defaults list and sr.data.SOURCES)
 DATA_SCHEMAS = {f"base_{mode}": schema for mode, schema in DATA_MODES.items()}
@@ -217,10 +219,8 @@ GROUP_SCHEMAS = {
         RealESRGANLossConfig._target_: RealESRGANLossConfig,
     },
 }
-MODEL_GROUP_SCHEMAS = {
-    f"base_{target.removeprefix('sr.models.build_')}": schema
-    for target, schema in MODEL_SCHEMAS.items()
-}
+
+
 # The schema of each registered degradation (``sr.degradations.registry``): ``base_<name>``
 DEGRADATION_SCHEMAS = {
     "base_degradation": DegradationConfig,
@@ -246,8 +246,13 @@ GROUPS = ("data", "model", "train", "loss", "optimizer", "degradation", "discrim
 
 
 def group_choices(group: str) -> list[str]:
-    """The options of a config group: the names of ``conf/<group>/*.yaml``."""
-    return sorted(p.stem for p in (PROJECT_ROOT / "conf" / group).glob("*.yaml"))
+    """The options of a config group: the names of ``conf/<group>/*.yaml``, and for ``model``
+    the registered architectures too (``model=<arch>``, ``sr.models.registry.schema_nodes``)."""
+    names = {p.stem for p in (PROJECT_ROOT / "conf" / group).glob("*.yaml")}
+    if group == "model":
+        names |= set(registry.schema_nodes(MODEL_PRESETS)) - {f"base_{n}" for n in names}
+        names = {n for n in names if not n.startswith("base_")}
+    return sorted(names)
 
 
 def check_overrides(overrides) -> None:
@@ -335,21 +340,21 @@ def _check_devices(t) -> None:
 def validate(cfg: DictConfig) -> None:
     """Check every value of the composed config that its schema's types cannot, before any data
     or model work: the ``train``, ``loss`` and ``optimizer`` keys (:func:`validate_train`) and
-    the model's hyperparameters (the bounds of its schema, ``sr.models.schemas``), the
-    degradation's values (:func:`check_degradation`). The ``data`` values are checked by
-    :func:`build_source`, which reads no file.
+    the model's hyperparameters (its architecture's schema and rules, ``sr.models.registry``), the
+    degradation's values (:func:`check_degradation`), the ``data`` values by their mode's
+    schema, its bounds and rules (:func:`check_data`); :func:`build_source` checks them again.
 
     Raises:
         ConfigError: for the first value out of range, naming the key, the allowed values and
             the value given (``model.blocks must be an integer >= 1, got -1``).
     """
     validate_train(cfg)
-    schema = MODEL_SCHEMAS.get(OmegaConf.select(cfg, "model._target_"))
-    if schema is not None:  # a builder of one's own checks its own arguments
-        try:
-            check_node(OmegaConf.to_container(cfg.model, resolve=True), schema, "model")
-        except ConfigError as e:
-            raise followed_key_error(e, cfg.model, "model") from None
+    channels = 3 if OmegaConf.select(cfg, "data.channels", default="y") == "rgb" else 1
+    scale = OmegaConf.select(cfg, "data.scale", default=4)
+    try:
+        registry.check_model(OmegaConf.to_container(cfg.model, resolve=True), scale, channels)
+    except ConfigError as e:
+        raise followed_key_error(e, cfg.model, "model") from None
     if cfg.get("discriminator") is not None:
         check_node(
             OmegaConf.to_container(cfg.discriminator, resolve=True),
@@ -358,6 +363,7 @@ def validate(cfg: DictConfig) -> None:
         )
     check_adversary(cfg)
     check_degradation(cfg)
+    check_data(cfg)
 
 
 _FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")
@@ -442,6 +448,8 @@ class Config:
     seed: int | None = 0  # seeds shuffles, crops, flips and weights (null: none)
     resume: str | None = None  # a run directory (outputs/DATE/TIME): continue from its checkpoint
     demo_dir: str = "${sr_root:}/data/demo"  # built from scikit-image's photos when used
+    # modules to import before composing: a user's packages that register models (model=<name>)
+    plugins: list[str] = field(default_factory=list)
 
 
 def _hydra_subdir(resume: str | None) -> str:
@@ -469,7 +477,7 @@ def register() -> None:
     for group, schemas in (
         ("loss", LOSS_SCHEMAS),
         ("optimizer", OPTIMIZER_SCHEMAS),
-        ("model", MODEL_GROUP_SCHEMAS),
+        ("model", registry.schema_nodes(MODEL_PRESETS)),
         ("degradation", DEGRADATION_SCHEMAS),
         ("discriminator", {"base_discriminator": DiscriminatorConfig}),
     ):
@@ -499,6 +507,8 @@ def compose(*overrides: str) -> DictConfig:
             (``data.pach=64``), or a value of the wrong type (``data.patch_size=abc``).
         ConfigError: for a key that moved into a group (``train.loss=l2``: ``loss=l2``).
     """
+    registry.import_plugins(registry.plugins_of(overrides))
+    register()  # the plugins' models as options of the model group
     check_overrides(overrides)
     # composed once per process (conf/ and the schemas do not change); the caller's own copy
     return copy.deepcopy(_composed(tuple(overrides)))
@@ -518,18 +528,7 @@ def build_source(cfg: DictConfig) -> PatchSource:
         ConfigError: for a key the mode does not take (``+data.pool_size=16`` with
             ``data=tfrecord``) or a value out of range, naming the key and the fix.
     """
-    source = hydra.utils.get_class(cfg.data._target_)
-    known = {f.name for f in dataclasses.fields(source.schema)}
-    for key in cfg.data:
-        if key not in known:
-            owners = [
-                m for m, s in DATA_MODES.items() if key in {f.name for f in dataclasses.fields(s)}
-            ]
-            where = f"a key of data={owners[0]}" if owners else "not a data key"
-            raise ConfigError(
-                f"data.{key} is {where}, not of data={source.mode}: remove it"
-                + (f" or choose data={owners[0]}" if owners else "")
-            )
+    check_data(cfg, hydra.utils.get_class(cfg.data._target_).schema)
     degradation = build_degradation(cfg)
     try:
         source = hydra.utils.instantiate(cfg.data, degradation=degradation)
@@ -543,6 +542,21 @@ def build_source(cfg: DictConfig) -> PatchSource:
         keys = PLAIN_TARGET_KEYS if adversary else PLAIN_TARGET_KEYS[:2]  # no D: no GAN term
         source.plain_target = not all(loss.get(k, True) for k in keys)
     return source
+
+
+def check_data(cfg: DictConfig, schema: type | None = None) -> None:
+    """The ``data.*`` values checked without TensorFlow by their mode's schema (``schema``, else
+    the structured config's own): keys, bounds and cross-key rules (``sr.data.schemas.check``),
+    and against the degradation's declared geometry (margin, least crop, pool). Raises
+    ConfigError naming the keys and the fix."""
+    node = cfg.get("data")
+    schema = schema or (OmegaConf.get_type(node) if node is not None else None)
+    if isinstance(schema, type) and issubclass(schema, data_schemas.DataConfig):
+        values = OmegaConf.to_container(node, resolve=True)
+        data_schemas.check(schema, values)
+        node = cfg.get("degradation")
+        keys = {} if node is None else OmegaConf.to_container(node, resolve=True)
+        data_schemas.check_degradation_fit(values, keys.pop("_target_", None), keys)
 
 
 def check_degradation(cfg: DictConfig) -> None:

@@ -21,8 +21,8 @@ from sr.config import (
 from sr.core.schema import bounds_text, field_docs, show_default
 from sr.data.source import DataConfig
 from sr.degradations.realesrgan import Options, Params
+from sr.models import registry
 from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
-from sr.models.schemas import SCHEMAS as MODEL_SCHEMAS
 
 
 def _yaml_summary(path: Path) -> str:
@@ -65,8 +65,8 @@ def config_tables() -> str:
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
         *(
-            ("model", schema, f"`{target}`; each conf/model/ option sets its own values")
-            for target, schema in MODEL_SCHEMAS.items()
+            ("model", spec.schema, f"`model.arch={spec.name}`; each preset sets its own")
+            for spec in registry.specs()
         ),
         ("degradation", Params, "`degradation=realesrgan` only"),
         ("degradation", Options, "`degradation=realesrgan` only"),
@@ -79,7 +79,7 @@ def config_tables() -> str:
         for f in dataclasses.fields(schema):
             key = f"{prefix}.{f.name}" if prefix else f.name
             own = prefix == "model" and f.name in schema.__annotations__  # per builder
-            if f.name == "_target_" or (key in seen and not own) or f.name in GROUPS:
+            if f.name in ("_target_", "arch") or (key in seen and not own) or f.name in GROUPS:
                 continue
             seen.add(key)
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()

@@ -45,9 +45,7 @@ from sr.core.degrade import KERNEL_RADIUS, MIN_LR_SIZE, bicubic_upscale, quantiz
 from sr.core.frames import TARGETS, check_same_size, target_index
 from sr.core.images import load_image
 from sr.evaluation import input_channels
-from sr.models.espcn_mf import StackFrames
 from sr.models.layers import PixelShuffle
-from sr.models.span import Conv3XC
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +85,8 @@ def _layer_reach(layer, factor: int) -> tuple[float, int] | None:
         return None if inner is None else (inner[0] / factor, factor * inner[1])
     if isinstance(layer, PixelShuffle):
         return 0.0, factor * layer.factor
-    if isinstance(layer, StackFrames):  # frames into channels: each pixel reads its own pixels
-        return 0.0, factor
-    if isinstance(layer, Conv3XC):  # SPAN's conv: one 3x3 conv, 'same' padding
-        return 1.0 / factor, factor
+    if callable(getattr(layer, "reach", None)):  # a layer of its own says its reach (Conv3XC)
+        return layer.reach() / factor, factor
     if isinstance(layer, _CONVOLUTIONS):
         if tuple(layer.strides) != (1, 1):
             return None
@@ -238,8 +234,7 @@ class Upscaler:
     """
 
     def __init__(self, model, scale: int, overlap: int | None = None):
-        self.model = model
-        self.scale = int(scale)
+        self.model, self.scale = model, int(scale)
         self.channels = input_channels(model)  # 1: Y model, 3: RGB model
         self.overlap = default_overlap(model) if overlap is None else int(overlap)
         if self.overlap < KERNEL_RADIUS:
@@ -265,13 +260,17 @@ class Upscaler:
             by the model (gray: replicated, and the output's :func:`sr.core.color.gray_of`),
             alpha by bicubic.
         """
+        return tf.cast(quantize(self.float_graph(image)), tf.uint8)
+
+    def float_graph(self, image: tf.Tensor) -> tf.Tensor:
+        """:meth:`graph` before rounding: float32 ``[B, s h, s w, C]`` on [0, 255], unclipped."""
         if self.channels == 3:
             return self._rgb_graph(image)
         y, others = split_y(image)
         return self._assemble(self.model(y / 255.0, training=False), others, image.shape[-1])
 
     def _rgb_graph(self, image: tf.Tensor) -> tf.Tensor:
-        """:meth:`graph` for an RGB model."""
+        """:meth:`float_graph` for an RGB model."""
         x = tf.cast(image, tf.float32)
         colour = 3 if image.shape[-1] >= 3 else 1
         rgb = x[..., :3] if colour == 3 else tf.concat([x[..., :1]] * 3, axis=-1)
@@ -279,27 +278,31 @@ class Upscaler:
         parts = [sr if colour == 3 else gray_of(sr)]
         if image.shape[-1] > colour:  # alpha
             parts.append(bicubic_upscale(x[..., colour:], self.scale))
-        return tf.cast(quantize(tf.concat(parts, axis=-1)), tf.uint8)
+        return tf.concat(parts, axis=-1)
 
     def _assemble(self, sr_y: tf.Tensor, others: tf.Tensor, channels: int) -> tf.Tensor:
-        """uint8 ``[B, s H, s W, C]`` from the model's Y ``[B, s H, s W, 1]`` in [0, 1] and the
-        other channels (Cb, Cr, alpha) at LR, upscaled here by bicubic."""
+        """float32 ``[B, s H, s W, C]`` on [0, 255] from the model's Y ``[B, s H, s W, 1]`` in
+        [0, 1] and the other channels (Cb, Cr, alpha) at LR, upscaled here by bicubic."""
         parts = [tf.cast(sr_y, tf.float32) * 255.0]
         if others.shape[-1]:
             parts.append(bicubic_upscale(others, self.scale))
         out = tf.concat(parts, axis=-1)
         if channels >= 3:
             out = tf.concat([ycbcr_to_rgb(out[..., :3]), out[..., 3:]], axis=-1)
-        return tf.cast(quantize(out), tf.uint8)
+        return out
+
+    def checked_graph(self, image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(graph(image), count of NaN or inf before rounding)`` (:func:`finite_or_raise`)."""
+        return rounded_and_counted(self.float_graph(image))
 
     def function(self, channels: int):
-        """:meth:`graph` as a ``tf.function`` for uint8 ``[1, None, None, channels]`` (one trace
-        for every size)."""
+        """:meth:`checked_graph` as a ``tf.function`` for uint8 ``[1, None, None, channels]``
+        (one trace for every size)."""
         if channels not in MODES:
             raise ValueError(f"images must have 1, 2, 3 or 4 channels, got {channels}")
         if channels not in self._functions:
             spec = tf.TensorSpec([1, None, None, channels], tf.uint8, name="lr")
-            self._functions[channels] = tf.function(self.graph, input_signature=[spec])
+            self._functions[channels] = tf.function(self.checked_graph, input_signature=[spec])
         return self._functions[channels]
 
     def __call__(self, image: np.ndarray, tile: int = 0) -> np.ndarray:
@@ -317,6 +320,7 @@ class Upscaler:
         Raises:
             ValueError: for an image that is not ``[h, w, 1|2|3|4]`` uint8, is smaller than 3x3,
                 or a negative tile.
+            NonFiniteOutputError: if the model's output holds NaN or inf (nothing is returned).
         """
         image = np.asarray(image)
         if image.ndim != 3 or image.dtype != np.uint8 or image.shape[-1] not in MODES:
@@ -326,7 +330,8 @@ class Upscaler:
         h, w, channels = image.shape
         _check_size(h, w, tile)
         fn = self.function(channels)
-        return self._tiled(lambda sy, sx: fn(image[np.newaxis, sy, sx])[0].numpy(), h, w, tile)
+        return self._tiled(lambda sy, sx: finite_or_raise(*fn(image[np.newaxis, sy, sx])), h, w,
+                           tile)  # fmt: skip
 
     def _tiled(self, run, h: int, w: int, tile: int) -> np.ndarray:
         """Assemble ``run(rows, cols)`` (uint8 ``[s h', s w', C]`` of the input slices) over the
@@ -350,6 +355,34 @@ class Upscaler:
                     oy : oy + s * (y1 - y0), ox : ox + s * (x1 - x0)
                 ]
         return out
+
+
+class NonFiniteOutputError(ValueError):
+    """The model's output holds NaN or inf, which rounding would write as black or white: no
+    image is written (``scripts/upscale.py`` lists it as failed and exits 1)."""
+
+
+def rounded_and_counted(out: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """uint8 of float ``out`` on [0, 255] (``quantize``), and the int32 count of its NaN or inf."""
+    bad = tf.math.count_nonzero(~tf.math.is_finite(out), dtype=tf.int32)
+    return tf.cast(quantize(out), tf.uint8), bad
+
+
+def finite_or_raise(image: tf.Tensor, bad: tf.Tensor) -> np.ndarray:
+    """uint8 ``[s h, s w, C]`` of ``image`` (``[1, s h, s w, C]``) when ``bad`` (the count of
+    its NaN or infinite values before rounding, :meth:`Upscaler.checked_graph`) is 0.
+
+    Raises:
+        NonFiniteOutputError: naming the count, otherwise.
+    """
+    count = int(bad)
+    if count:
+        raise NonFiniteOutputError(
+            f"the model's output holds {count} NaN or infinite value(s) of {int(tf.size(image))}; "
+            "no image written (its weights overflow on this image: use a float32 copy of a "
+            "PyTorch file, or score a run's checkpoint with scripts/evaluate.py)"
+        )
+    return image[0].numpy()
 
 
 def widened(lo: int, hi: int, length: int, least: int) -> tuple[int, int]:
@@ -436,7 +469,7 @@ class SequenceUpscaler(Upscaler):
         target frame gets it (``split_y``)."""
         return split_y(np.asarray(image)[np.newaxis])[0][0, :, :, 0].numpy()
 
-    def window_graph(self, y: tf.Tensor, image: tf.Tensor) -> tf.Tensor:
+    def window_graph(self, y: tf.Tensor, image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """The upscaling graph of one window.
 
         Args:
@@ -444,14 +477,16 @@ class SequenceUpscaler(Upscaler):
             image: uint8 ``[B, h, w, C]``, the target frame (C = 1, 2, 3 or 4).
 
         Returns:
-            uint8 ``[B, s h, s w, C]``: Y by the model from the k frames, Cb, Cr and alpha of
-            the target frame by bicubic, back to RGB, rounded and clipped as :meth:`graph`.
+            ``(uint8 [B, s h, s w, C], count)``: Y by the model from the k frames, Cb, Cr and
+            alpha of the target frame by bicubic, back to RGB, rounded and clipped as
+            :meth:`graph`; the int32 count of NaN or infinite values before rounding.
         """
         x = y / 255.0
         if self.frames == 1:
             x = x[:, 0]
         _, others = split_y(image)
-        return self._assemble(self.model(x, training=False), others, image.shape[-1])
+        sr = self._assemble(self.model(x, training=False), others, image.shape[-1])
+        return rounded_and_counted(sr)
 
     def window_function(self, channels: int):
         """:meth:`window_graph` as a ``tf.function`` (one trace per channel count)."""
@@ -482,7 +517,8 @@ class SequenceUpscaler(Upscaler):
         Raises:
             ValueError: for a wrong number of frames, frames of another size than the target
                 (``sr.core.frames.check_same_size``'s ``ImageFolderError``), a target that is
-                not ``[h, w, 1|2|3|4]`` uint8 or smaller than 3x3, or a negative tile.
+                not ``[h, w, 1|2|3|4]`` uint8 or smaller than 3x3, a negative tile, or an output
+                holding NaN or inf (:class:`NonFiniteOutputError`).
         """
         image = np.asarray(image)
         if image.ndim != 3 or image.dtype != np.uint8 or image.shape[-1] not in MODES:
@@ -500,8 +536,9 @@ class SequenceUpscaler(Upscaler):
         if self.align is not None:  # whole frames registered once, then tiles of the fusion
             y = self.align(tf.constant(y / 255.0)).numpy() * 255.0
         return self._tiled(
-            lambda sy, sx: fn(y[:, :, sy, sx], image[np.newaxis, sy, sx])[0].numpy(), h, w, tile
-        )
+            lambda sy, sx: finite_or_raise(*fn(y[:, :, sy, sx], image[np.newaxis, sy, sx])),
+            h, w, tile,
+        )  # fmt: skip
 
 
 def serving_module(model, scale: int) -> tf.Module:

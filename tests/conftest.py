@@ -139,7 +139,7 @@ def stopped_at(run_dir: Path, step: int, dest: Path) -> Path:
 
     import tensorflow as tf
 
-    from sr.train.checkpoint import checkpoint_step
+    from sr.loading.checkpoints import checkpoint_step
 
     shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns(".lock"))
     folder = dest / "checkpoints"

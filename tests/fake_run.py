@@ -10,7 +10,9 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from sr.config import PROJECT_ROOT
-from sr.train.checkpoint import build_model, make_checkpoint, make_manager
+from sr.loading.checkpoints import make_checkpoint
+from sr.loading.models import build_model
+from sr.train.checkpoint import make_manager
 
 TINY = ("model=espcn", "model.features=[8,8]")
 

@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from sr.core.color import y_channel
 from sr.core.degrade import make_lr
-from sr.models import build_espcn_mf
 from sr.models.align import GlobalAlign, estimate_shift, shift_frames
+from sr.models.registry import make_model
 from tests.conftest import photo
 
 
@@ -103,27 +103,27 @@ def test_multi_frame_model_starts_as_the_single_frame_model(target_frame, index)
     rng = np.random.default_rng(0)
     window = rng.random((2, 3, 16, 16, 1)).astype(np.float32)
     keras.utils.set_random_seed(0)
-    single = build_espcn_mf(frames=1)(window[:, index]).numpy()
+    single = make_model("espcn_mf", frames=1)(window[:, index]).numpy()
     atol = float32_atol(single, ESPCN_TERMS)
     for align in ("global", "none"):
         keras.utils.set_random_seed(0)
-        multi = build_espcn_mf(frames=3, target_frame=target_frame, align=align)
+        multi = make_model("espcn_mf", frames=3, target_frame=target_frame, align=align)
         np.testing.assert_allclose(multi(window).numpy(), single, rtol=0, atol=atol)
     keras.utils.set_random_seed(0)
-    glorot = build_espcn_mf(frames=3, target_frame=target_frame, fusion_init="glorot")
+    glorot = make_model("espcn_mf", frames=3, target_frame=target_frame, fusion_init="glorot")
     assert np.abs(glorot(window).numpy() - single).max() > max(1e-3, 10 * atol)
     other = window[:, (index + 1) % 3]  # the single-frame model on another frame: far outside
     keras.utils.set_random_seed(0)
-    assert np.abs(build_espcn_mf(frames=1)(other).numpy() - single).max() > 10 * atol
+    assert np.abs(make_model("espcn_mf", frames=1)(other).numpy() - single).max() > 10 * atol
 
 
 def test_bad_model_options_are_refused():
     with pytest.raises(ValueError, match=r"model.align='flow': use one of global, none"):
-        build_espcn_mf(frames=3, align="flow")
+        make_model("espcn_mf", frames=3, align="flow")
     with pytest.raises(ValueError, match=r"model.fusion_init='he': use one of target, glorot"):
-        build_espcn_mf(frames=3, fusion_init="he")
+        make_model("espcn_mf", frames=3, fusion_init="he")
     with pytest.raises(ValueError, match=r"data.target_frame=5 is not a frame of the window"):
-        build_espcn_mf(frames=3, target_frame=5)
+        make_model("espcn_mf", frames=3, target_frame=5)
 
 
 def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_precision():
@@ -132,7 +132,7 @@ def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_pre
     still computes in float32."""
     window = tf.constant(np.random.default_rng(1).random((2, 3, 16, 16, 1)), tf.float32)
     keras.utils.set_random_seed(0)
-    model = build_espcn_mf(frames=3, fusion_init="glorot")
+    model = make_model("espcn_mf", frames=3, fusion_init="glorot")
 
     def loss_and_grads(x):
         with tf.GradientTape() as tape:
@@ -147,7 +147,7 @@ def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_pre
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        mixed = build_espcn_mf(frames=3)
+        mixed = make_model("espcn_mf", frames=3)
         assert mixed.get_layer("align").compute_dtype == "float32"
         assert mixed.get_layer("early_fusion").compute_dtype == "float16"
         assert mixed(window).dtype == tf.float32

@@ -14,14 +14,9 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from sr.inference import Upscaler, read_image
-from sr.train.checkpoint import (
-    best_dir,
-    build_model,
-    load_model_from_run,
-    make_checkpoint,
-    make_manager,
-    read_best,
-)
+from sr.loading.checkpoints import best_dir, make_checkpoint, read_best
+from sr.loading.models import build_model, load_model_from_run
+from sr.train.checkpoint import make_manager
 from tests.conftest import write_photos
 from tests.fake_run import TINY, load_script
 

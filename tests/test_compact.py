@@ -1,5 +1,5 @@
 """SRVGGNetCompact (Real-ESRGAN's compact model, sr/models/compact.py) and its PyTorch layout
-(sr/models/state_dicts/compact.py): the size of realesr-general-x4v3 counted from the
+(sr/models/compact/layout.py): the size of realesr-general-x4v3 counted from the
 reference's layers, its structure and receptive field; the PyTorch fixture
 (tests/fixtures/pytorch/make_compact.py, spandrel's reference class) read, run within 1e-4 of
 PyTorch, written back bit for bit, exported to TFLite and ONNX at 45 dB or more against
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from sr.inference import receptive_radius
-from sr.models import build_compact
+from sr.models.compact import layout as layout
 from sr.models.complexity import parameters
 from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D
-from sr.models.state_dicts import compact as layout
+from sr.models.registry import make_model
 from sr.models.state_dicts.base import Found, StateDictError
 from tests.conftest import ROOT
 
@@ -43,7 +43,7 @@ def compact_params(c: int, f: int, n: int, s: int = 4, prelu: bool = True) -> in
 def general_x4v3():
     """realesr-general-x4v3's architecture: RGB, x4, 64 features, 32 convs, PReLU."""
     keras.utils.set_random_seed(0)
-    return build_compact(4, 3, features=64, convs=32)
+    return make_model("compact", 4, 3, features=64, convs=32)
 
 
 def test_parameters_are_realesr_general_x4v3s(general_x4v3):
@@ -78,7 +78,7 @@ def test_output_is_the_nearest_upscaling_plus_the_shuffled_residual():
     F.interpolate(mode='nearest')); with a bias only, that plus the shuffled bias, in
     depth_to_space's order (channel (i r + j) C + c to sub-pixel (i, j) of channel c: not
     PyTorch's c r^2 + i r + j, which the state-dict layout permutes)."""
-    model = build_compact(4, 3, features=8, convs=2)
+    model = make_model("compact", 4, 3, features=8, convs=2)
     last = model.get_layer("body_6")
     kernel, bias = last.get_weights()
     x = np.random.default_rng(0).random((1, 5, 7, 3), dtype=np.float32)
@@ -97,7 +97,7 @@ def test_output_is_the_nearest_upscaling_plus_the_shuffled_residual():
 )
 def test_other_activations_are_the_references(activation, kind, slope):
     """act_type relu and leakyrelu (slope 0.1) have no parameters of their own."""
-    model = build_compact(4, 1, features=8, convs=3, activation=activation)
+    model = make_model("compact", 4, 1, features=8, convs=3, activation=activation)
     acts = [la for la in model.layers if la.name.startswith("body_")][1::2]
     assert len(acts) == 4 and all(type(la) is kind for la in acts)
     if slope is not None:
@@ -108,14 +108,14 @@ def test_other_activations_are_the_references(activation, kind, slope):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"activation": "gelu"}, "model.activation='gelu': choose one of prelu, relu, leakyrelu"),
-        ({"convs": -1}, "integer convs >= 0, got -1"),
-        ({"features": 0}, "integer features >= 1, got 0"),
+        ({"activation": "gelu"}, "model.activation must be one of prelu, relu, leakyrelu"),
+        ({"convs": -1}, "model.convs must be an integer >= 0, got -1"),
+        ({"features": 0}, "model.features must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_hyperparameters_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match.replace("(", r"\(")):
-        build_compact(4, 1, **kwargs)
+        make_model("compact", 4, 1, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_the_fixture_is_detected_as_made(fixture):
     found = layout.detect(fixture[0])
     assert (found.arch, found.kind, found.scale, found.channels) == ("compact", "generator", 4, 3)
     assert found.model == {
-        "_target_": "sr.models.build_compact",
+        "arch": "compact",
         "features": 8,
         "convs": 2,
         "activation": "prelu",
@@ -282,13 +282,13 @@ def test_a_state_dict_that_does_not_fit_loads_nothing(fixture, imported, change,
 def test_a_model_of_other_hyperparameters_is_refused_before_any_weight_is_set(fixture):
     state = fixture[0]
     found = layout.detect(state)
-    other = build_compact(4, 3, features=16, convs=2)
+    other = make_model("compact", 4, 3, features=16, convs=2)
     before = [w.copy() for w in other.get_weights()]
     with pytest.raises(StateDictError, match="layer body_0 of .* holds shapes"):
         layout.load(other, state, found)
     assert all(np.array_equal(a, b) for a, b in zip(before, other.get_weights()))
     with pytest.raises(StateDictError, match="has no layer body_5"):
-        layout.load(build_compact(4, 3, features=8, convs=1), state, found)
+        layout.load(make_model("compact", 4, 3, features=8, convs=1), state, found)
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
@@ -324,7 +324,7 @@ def test_live_both_ways_against_the_reference_class(tmp_path):
     from safetensors.numpy import load_file, save_file
 
     keras.utils.set_random_seed(2)
-    ours = build_compact(4, 3, features=8, convs=2)
+    ours = make_model("compact", 4, 3, features=8, convs=2)
     rng = np.random.default_rng(2)
     for w in ours.weights:  # slopes and biases off their zero / constant starts
         w.assign(w.numpy() + rng.normal(0, 0.05, w.shape).astype(np.float32))

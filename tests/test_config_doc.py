@@ -48,4 +48,6 @@ def test_the_composed_defaults_are_the_schema_defaults(compose, mode):
     assert train == OmegaConf.to_container(OmegaConf.structured(TrainConfig))
     for f in dataclasses.fields(Config):
         if f.name not in GROUPS:  # the groups
-            assert OmegaConf.to_container(cfg, resolve=False)[f.name] == f.default
+            factory = f.default_factory
+            default = f.default if factory is dataclasses.MISSING else factory()
+            assert OmegaConf.to_container(cfg, resolve=False)[f.name] == default

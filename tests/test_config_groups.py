@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 import sr.config
 from sr.config import ConfigError, validate
+from sr.models import registry
 from sr.train.losses import Loss
 from sr.train.optimizers import OptimizerChoice
 from tests.conftest import ROOT
@@ -85,7 +86,7 @@ def check(cfg, overrides) -> None:
     instantiate as the options chosen."""
     validate(cfg)  # every group's schema, the model's bounds included
     assert hydra.utils.get_class(cfg.data._target_).schema  # a source with its schema
-    assert callable(hydra.utils.get_method(cfg.model._target_))
+    assert registry.spec_of(cfg.model).name == cfg.model.arch  # a registered architecture
     loss = hydra.utils.instantiate(cfg.loss)
     optimizer = hydra.utils.instantiate(cfg.optimizer)
     assert isinstance(loss, Loss) and isinstance(optimizer, OptimizerChoice)

@@ -133,7 +133,7 @@ def test_a_hostile_value_of_any_key_is_refused_naming_it_and_nothing_is_written(
         ),
         (
             ("model=foo",),
-            "model=foo: the model group has no option 'foo'; choose one of compact, "
+            "model=foo: the model group has no option 'foo'; choose one of compact, edsr, "
             "edsr_baseline, edsr_lite, espcn, espcn_mf, rlfn, rrdbnet, span (conf/model/)",
         ),
         (
@@ -149,12 +149,16 @@ def test_named_bad_values_are_refused_before_any_work(tmp_path, overrides, messa
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_builders_own_refusal_is_a_config_error_naming_it(compose):
-    from sr.train.checkpoint import build_model
+def test_an_architectures_cross_key_rule_is_checked_with_the_config(compose):
+    """EDSR's x2 pixel-shuffle stages have no x5: its rule (``sr.models.edsr.rules``) refuses
+    the config before any work, and a build of it the same way."""
+    from sr.loading.models import build_model
 
-    cfg = compose("model=edsr_baseline", "data.scale=5")  # EDSR's x2 stages: no x5
-    with pytest.raises(ConfigError, match="model .sr.models.build_edsr.: EDSR supports scales"):
-        build_model(cfg)
+    message = "EDSR supports scales 2, 3, 4 and 8, got data.scale=5"
+    with pytest.raises(ConfigError, match=message):
+        load("model=edsr_baseline", "data.scale=5")
+    with pytest.raises(ConfigError, match=message):
+        build_model(compose("model=edsr_baseline", "data.scale=5"))
 
 
 def test_more_images_held_out_than_there_are_is_a_config_error(tmp_path):

@@ -9,12 +9,14 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from sr.inference import Upscaler, receptive_radius
-from sr.models import build_rlfn, build_span
 from sr.models.complexity import macs_per_output_megapixel, parameters
-from sr.models.rlfn import MIN_SIZE
-from sr.models.span import Conv3XC
+from sr.models.registry import make_model
+from sr.models.rlfn.net import MIN_SIZE
+from sr.models.span.net import Conv3XC
 from tests.conftest import photo
 from tests.fake_run import load_script as script
+
+NTIRE = {"features": 46, "mid_features": 48, "blocks": 4}  # RLFN's challenge entry
 
 
 def conv(k: int, c_in: int, c_out: int) -> int:
@@ -44,10 +46,10 @@ def span_params(c: int, f: int, blocks: int = 6, s: int = 4) -> int:
 @pytest.mark.parametrize(
     "name, build, published",
     [
-        ("RLFN, 52 features (paper, x4)", lambda: build_rlfn(4, 3), 543e3),
-        ("RLFN-S, 48 features (paper, x4)", lambda: build_rlfn(4, 3, features=48), 470e3),
-        ("RLFN, NTIRE 2022 entry", lambda: build_rlfn(4, 3, 46, 48, blocks=4), 317e3),
-        ("SPAN, 52 features (paper, x4)", lambda: build_span(4, 3, features=52), 498e3),
+        ("RLFN, 52 features (paper, x4)", lambda: make_model("rlfn", 4, 3), 543e3),
+        ("RLFN-S, 48 features (paper, x4)", lambda: make_model("rlfn", 4, 3, features=48), 470e3),
+        ("RLFN, NTIRE 2022 entry", lambda: make_model("rlfn", 4, 3, **NTIRE), 317e3),
+        ("SPAN, 52 features (paper, x4)", lambda: make_model("span", 4, 3, features=52), 498e3),
     ],
 )
 def test_parameters_are_the_papers(name, build, published):
@@ -67,7 +69,7 @@ def test_parameters_are_the_papers(name, build, published):
 def test_multiply_adds_are_the_challenge_figure():
     """RLFN's NTIRE 2022 entry: 19.70 G FLOPs (multiply-adds) for a 256 x 256 LR input, x4, RGB
     (bytedance/RLFN README); a 1024 x 1024 output is 1.048576 megapixels."""
-    g = macs_per_output_megapixel(build_rlfn(4, 3, 46, 48, blocks=4), 4) * 1.048576
+    g = macs_per_output_megapixel(make_model("rlfn", 4, 3, **NTIRE), 4) * 1.048576
     assert g == pytest.approx(19.70, rel=0.01)
 
 
@@ -91,7 +93,7 @@ def test_conv3xc_is_the_sum_of_its_branches():
 def test_span_is_local_and_tiles_exactly():
     """SPAN's receptive field is its 21 3x3 convs (head, 6 x 3, tail, upsampler): the tiler
     overlaps that much and tiled equals untiled."""
-    model = build_span(4, 1, features=8)
+    model = make_model("span", 4, 1, features=8)
     assert receptive_radius(model) == 21
     image = np.ascontiguousarray(photo("astronaut")[100:180, 120:220])
     up = Upscaler(model, 4)
@@ -102,7 +104,7 @@ def test_rlfn_attention_pools_so_its_tiles_are_close_not_exact():
     """ESA pools on a stride-6 grid anchored at the tile's corner: the receptive field is unknown
     to the tiler (None: it overlaps tiles by its fallback, 32 pixels), and tiled output is
     close to, not equal to, untiled. RLFN needs inputs of at least 15 x 15."""
-    model = build_rlfn(4, 1, features=8, blocks=2)
+    model = make_model("rlfn", 4, 1, features=8, blocks=2)
     assert receptive_radius(model) is None
     for h, w in [(MIN_SIZE, MIN_SIZE), (17, 23), (40, 31)]:
         out = model(np.zeros((1, h, w, 1), np.float32))
@@ -170,7 +172,7 @@ def test_rlfn_leaky_relu_is_keras_leaky_relu():
     ``LeakyReLU`` values and gradients."""
     import keras
 
-    from sr.models.rlfn import LeakyReLU
+    from sr.models.rlfn.net import LeakyReLU
 
     x = tf.constant(np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32))
     ours, theirs = LeakyReLU(0.05), keras.layers.LeakyReLU(negative_slope=0.05)
@@ -186,10 +188,10 @@ def test_span_reparameterized_is_the_same_function_in_plain_convolutions():
     many weights as the paper counts (what exports convert)."""
     import keras
 
-    from sr.models.span import reparameterize
+    from sr.models.layers import deployed as reparameterize
 
     keras.utils.set_random_seed(0)
-    model = build_span(4, 3, features=8, bicubic_skip=True)
+    model = make_model("span", 4, 3, features=8, bicubic_skip=True)
     rng = np.random.default_rng(0)
     for w in model.weights:
         w.assign(w.numpy() + rng.normal(0, 0.02, w.shape).astype(np.float32))
@@ -200,5 +202,5 @@ def test_span_reparameterized_is_the_same_function_in_plain_convolutions():
     x = rng.random((2, 20, 23, 3), dtype=np.float32)
     expected = model(x).numpy()
     np.testing.assert_allclose(deployed(x).numpy(), expected, atol=1e-5 * np.abs(expected).max())
-    plain = build_rlfn(4, 1, features=8, blocks=1)
+    plain = make_model("rlfn", 4, 1, features=8, blocks=1)
     assert reparameterize(plain) is plain

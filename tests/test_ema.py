@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from sr.config import ConfigError, validate_train
-from sr.train.checkpoint import RunDirError, find_checkpoint, load_model_from_run, model_label
+from sr.core.errors import RunDirError
+from sr.loading.checkpoints import find_checkpoint
+from sr.loading.models import load_model_from_run, model_label
 from sr.train.optimizers import ema_variables, make_optimizer
 from tests.fake_run import load_script, make_run, read_scalars
 

@@ -19,7 +19,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from sr import results as sr_results
 from sr.core.degrade import bicubic_downscale, bicubic_upscale
-from sr.train.checkpoint import load_model_from_run
+from sr.loading.models import load_model_from_run
 from tests.conftest import ROOT, shared_folder
 from tests.fake_run import load_script, make_run, read_scalars
 

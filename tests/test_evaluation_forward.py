@@ -9,7 +9,7 @@ import tensorflow as tf
 from sr.core.forward import forward
 from sr.deploy.export import check
 from sr.evaluation import super_resolve_rgb, super_resolve_window, super_resolve_y
-from sr.models import build_espcn
+from sr.models.registry import make_model
 
 
 class Recorder(keras.layers.Layer):
@@ -49,7 +49,7 @@ def test_super_resolve_runs_the_model_in_a_graph_with_the_eager_pixels():
 
 
 def test_forward_is_made_once_per_model_and_matches_the_eager_call():
-    model = build_espcn(scale=4, channels=1)
+    model = make_model("espcn", scale=4, channels=1)
     fn = forward(model)
     assert forward(model) is fn
     for size in (8, 11, 13):  # sizes change: one generalised trace, the same values

@@ -13,7 +13,8 @@ from PIL import Image
 from sr.config import TRAIN_CHOICES, ConfigError
 from sr.core.batch import Batch
 from sr.core.images import ImageFolderError
-from sr.train.checkpoint import build_model, make_checkpoint
+from sr.loading.checkpoints import make_checkpoint
+from sr.loading.models import build_model
 from sr.train.saving import NonFiniteError
 from sr.train.validation import ValidationError
 from tests.conftest import ROOT, write_photos

@@ -25,7 +25,7 @@ def test_the_official_settings(compose):
     400k steps, EMA 0.999, 256 HR crops without rot90; the CPU variant: 64 crops, batch 4."""
     cfg = compose("experiment=finetune_realesrgan_x4plus")
     assert dict(cfg.model) == {
-        "_target_": "sr.models.build_rrdbnet", "features": 64, "blocks": 23, "growth": 32,
+        "arch": "rrdbnet", "features": 64, "blocks": 23, "growth": 32,
     }  # fmt: skip
     assert (cfg.data.scale, cfg.data.channels, cfg.data.patch_size) == (4, "rgb", 256)
     assert cfg.data.rot90 is False and cfg.data.batch_size == 12

@@ -15,7 +15,8 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from sr.config import ConfigError, validate_train
-from sr.train.checkpoint import build_model, load_model_from_run, make_checkpoint, read_best
+from sr.loading.checkpoints import make_checkpoint, read_best
+from sr.loading.models import build_model, load_model_from_run
 from sr.train.guard import DivergenceGuard
 from sr.train.schedule import ScaledSchedule, make_schedule
 from sr.train.step import clip_by_global_norm

@@ -9,7 +9,7 @@ import pytest
 from sr.core.degrade import bicubic_upscale
 from sr.core.images import list_images
 from sr.evaluation import evaluate_images
-from sr.train.checkpoint import load_model_from_run
+from sr.loading.models import load_model_from_run
 from tests.conftest import write_photos
 from tests.fake_run import load_script, make_run
 

@@ -8,29 +8,30 @@ import tensorflow as tf
 
 from sr.core.degrade import keys_cubic
 from sr.inference import receptive_radius
-from sr.models import PixelShuffle, build_edsr, build_espcn
-from sr.models.layers import UpSampling2D, bicubic_upscale_graph
+from sr.models.layers import PixelShuffle, UpSampling2D, bicubic_upscale_graph
+from sr.models.registry import make_model
 
 
-@pytest.mark.parametrize("build", [build_espcn, build_edsr])
+@pytest.mark.parametrize("arch", ["espcn", "edsr"])
 @pytest.mark.parametrize("h, w", [(24, 24), (17, 23)])
-def test_any_size_in_4x_out(build, h, w):
-    model = build(scale=4)
+def test_any_size_in_4x_out(arch, h, w):
+    model = make_model(arch, scale=4)
     out = model(np.random.default_rng(0).random((2, h, w, 1), dtype=np.float32))
     assert out.shape == (2, 4 * h, 4 * w, 1) and out.dtype == "float32"
 
 
 def test_sizes_match_the_papers():
     # ESPCN (Shi 2016): 5x5x64, 3x3x32, 3x3x16 on one channel
-    assert build_espcn().count_params() == (25 * 64 + 64) + (9 * 64 * 32 + 32) + (9 * 32 * 16 + 16)
+    convs = (25 * 64 + 64) + (9 * 64 * 32 + 32) + (9 * 32 * 16 + 16)
+    assert make_model("espcn").count_params() == convs
     # EDSR baseline (Lim 2017, build_edsr's defaults): the paper's RGB model has 1.5 M parameters
     # (the exact count of the architecture is in tests/test_recipes.py)
-    assert 1.51e6 < build_edsr(channels=3).count_params() < 1.52e6
+    assert 1.51e6 < make_model("edsr", channels=3).count_params() < 1.52e6
 
 
 @pytest.mark.parametrize("scale", [2, 3])
 def test_espcn_output_is_a_pixel_shuffle_of_the_last_convolution(scale):
-    model = build_espcn(scale=scale, features=(4, 4))
+    model = make_model("espcn", scale=scale, features=(4, 4))
     x = np.random.default_rng(1).random((1, 5, 6, 1), dtype=np.float32)
     conv = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)][-1]
     (shuffle,) = [layer for layer in model.layers if isinstance(layer, PixelShuffle)]
@@ -78,7 +79,7 @@ def test_upsampling_is_keras_on_any_size_and_reaches_what_the_tiler_assumes(inte
 
 def test_edsr_rejects_unsupported_scale():
     with pytest.raises(ValueError, match="scales 2, 3, 4 and 8"):
-        build_edsr(scale=5)
+        make_model("edsr", scale=5)
 
 
 def _bicubic_reference(x: np.ndarray, s: int) -> np.ndarray:
@@ -114,7 +115,8 @@ def test_graph_bicubic_is_the_definition_and_resize_bicubic_and_compiles_under_x
 def test_edsr_with_a_bicubic_skip_trains_under_xla():
     """``ResizeBicubic`` has no XLA kernel: the bicubic skip of edsr_lite once failed to compile
     with ``train.xla=true`` on every device."""
-    model = build_edsr(scale=4, features=8, blocks=1, direct_upsample=True, bicubic_skip=True)
+    keys = {"features": 8, "blocks": 1, "direct_upsample": True, "bicubic_skip": True}
+    model = make_model("edsr", scale=4, **keys)
     x = tf.constant(np.random.default_rng(0).random((2, 12, 12, 1)), tf.float32)
 
     def loss_and_grads(t):

@@ -19,8 +19,8 @@ from sr.core.color import y_channel
 from sr.core.degrade import bicubic_downscale, bicubic_upscale, quantize
 from sr.core.images import load_image
 from sr.inference import Upscaler
+from sr.loading.models import load_model_from_run
 from sr.metrics.niqe import niqe
-from sr.train.checkpoint import load_model_from_run
 from tests.conftest import ROOT, SHARED, photo, shared_folder, write_photos
 from tests.fake_run import load_script, make_run, read_scalars
 

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from sr.config import ConfigError, check_overrides
 from sr.core.batch import Batch, SharpenedBatch
-from sr.models import build_edsr
 from sr.models.discriminator import build_unet_discriminator
+from sr.models.registry import make_model
 from sr.models.vgg import build_torch_vgg_features
 from sr.train import precision as P
 from sr.train.gan import GANStep
@@ -127,7 +127,7 @@ def test_the_old_key_is_refused_before_any_work_naming_the_new_one(monkeypatch, 
 def tiny_edsr(policy_name: str, weights=None) -> keras.Model:
     keras.mixed_precision.set_global_policy(policy_name)
     keras.utils.set_random_seed(0)
-    model = build_edsr(2, 1, 16, 2, direct_upsample=True, bicubic_skip=True)
+    model = make_model("edsr", 2, 1, 16, 2, direct_upsample=True, bicubic_skip=True)
     if weights is not None:
         model.set_weights(weights)
     return model
@@ -186,7 +186,7 @@ def test_a_bfloat16_step_computes_the_float32_step_in_bfloat16(policy, xla):
 def gan_parts(policy_name: str, weights=None):
     keras.mixed_precision.set_global_policy(policy_name)
     keras.utils.set_random_seed(2)
-    g = build_edsr(2, 3, 8, 1, direct_upsample=True, bicubic_skip=True)
+    g = make_model("edsr", 2, 3, 8, 1, direct_upsample=True, bicubic_skip=True)
     d = build_unet_discriminator(3, features=4)
     vgg = build_torch_vgg_features(channels=(4,) * 16)
     if weights is not None:

@@ -76,7 +76,7 @@ def test_export_a_run_to_safetensors(tmp_path, compose):
     run = make_run(compose, tmp_path / "run", overrides=(*TINY_RRDB, "data.channels=rgb"))
     assert export.main([str(run), str(tmp_path / "pt"), "--format", "safetensors"]) == 0
     back = load_weights(tmp_path / "pt" / "model.safetensors")
-    from sr.train.checkpoint import load_model_from_run
+    from sr.loading.models import load_model_from_run
 
     model = load_model_from_run(run)[0]
     x = np.random.default_rng(0).uniform(0, 1, (1, 7, 9, 3)).astype(np.float32)
@@ -86,7 +86,7 @@ def test_export_a_run_to_safetensors(tmp_path, compose):
 def test_export_refuses_a_model_without_a_pytorch_layout(tmp_path, compose, capsys):
     run = make_run(compose, tmp_path / "run")  # ESPCN
     assert export.main([str(run), str(tmp_path / "pt"), "--format", "safetensors"]) == 2
-    assert "no PyTorch layout for the model sr.models.build_espcn" in capsys.readouterr().err
+    assert "no PyTorch layout for the model espcn" in capsys.readouterr().err
     assert not (tmp_path / "pt").exists()
 
 
@@ -144,7 +144,7 @@ def test_another_architecture(tmp_path, capsys):
     save_file({"layers.0.attn.qkv.weight": np.ones((6, 2), np.float32)}, str(other))
     err = refused(capsys, tmp_path, other)
     assert "not an architecture read here" in err and "layers.0.attn.qkv.weight [6, 2]" in err
-    assert "supported: rrdbnet (generator)" in err
+    assert "supported: " in err and "rrdbnet (generator)" in err
 
 
 def test_missing_and_extra_keys(tmp_path, capsys):
@@ -187,8 +187,8 @@ def test_an_fp16_file_is_read_and_said(tmp_path, image, capsys):
 @pytest.mark.slow
 def test_train_init_from_a_weight_file(folders, compose, tmp_path):
     """The run starts from the file's weights (one step at lr 1e-9) and records the file."""
+    from sr.loading.models import load_model_from_run
     from sr.train.app import run
-    from sr.train.checkpoint import load_model_from_run
 
     cfg = compose(
         *TINY_RRDB, "data=generator", "data.channels=rgb", f"data.hr_dir={folders / 'train'}",

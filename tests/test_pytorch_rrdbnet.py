@@ -1,4 +1,4 @@
-"""RRDBNet from PyTorch and back (sr.models.state_dicts.rrdbnet): the fixtures of
+"""RRDBNet from PyTorch and back (sr.models.rrdbnet.layout): the fixtures of
 tests/fixtures/pytorch/make_rrdbnet.py (BasicSR's RRDBNet, and spandrel's old ESRGAN layout
 stored in float16) give PyTorch's output within 1e-4 through our Keras model; the full-size
 layouts of RealESRGAN_x4plus and of the 2018 ESRGAN are read by name and shape, without weights;
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from sr.models.state_dicts import StateDictError, detect, rrdbnet
+from sr.models.rrdbnet import layout as rrdbnet
+from sr.models.state_dicts import StateDictError, detect
 from sr.models.state_dicts import load_file as load_weights
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pytorch"
@@ -32,7 +33,7 @@ def max_difference(name: str) -> float:
 def test_basicsr_rrdbnet_matches_pytorch():
     loaded = load_weights(FIXTURES / "rrdbnet.safetensors")
     assert loaded.found.model == {
-        "_target_": "sr.models.build_rrdbnet", "features": 8, "blocks": 1, "growth": 4,
+        "arch": "rrdbnet", "features": 8, "blocks": 1, "growth": 4,
     }  # fmt: skip
     assert (loaded.found.scale, loaded.found.channels, loaded.notes) == (4, 3, ())
     assert max_difference("rrdbnet") < TOLERANCE
@@ -77,7 +78,7 @@ def test_realesrgan_x4plus_layout(layouts):
     ref = layouts["RealESRGAN_x4plus"]
     _, found = detect(shaped(ref))
     assert found.model == {
-        "_target_": "sr.models.build_rrdbnet", "features": 64, "blocks": 23, "growth": 32,
+        "arch": "rrdbnet", "features": 64, "blocks": 23, "growth": 32,
     }  # fmt: skip
     assert (found.arch, found.scale, found.channels) == ("rrdbnet", 4, 3)
     assert [[k, list(s)] for k, s in rrdbnet.shapes(found).items()] == ref

@@ -422,7 +422,7 @@ def test_the_default_pipeline_is_untouched(folders, tmp_path, mode):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (("data.channels=bgr",), "data.channels='bgr': choose one of y, rgb"),
+        (("data.channels=bgr",), "data.channels must be one of y, rgb, got 'bgr'"),
         (("data.channels=rgb", "data.lr_from=rgb"), "drop data.lr_from"),
         (("degradation=realesrgan", "data.lr_dir=/tmp"), "data.lr_dir=/tmp gives pre-made"),
         (("data=sequence", "data.channels=rgb"), "data=sequence decodes to Y only"),

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from sr.inference import Upscaler, receptive_radius
-from sr.models import PixelShuffle
-from sr.train.checkpoint import build_model
+from sr.loading.models import build_model
+from sr.models.layers import PixelShuffle
 from sr.train.optimizers import make_optimizer
 from sr.train.schedule import make_schedule
 from tests.conftest import ROOT, photo

@@ -15,16 +15,12 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 import sr.config
+from sr.core.errors import RunDirError
 from sr.core.runfiles import RunFileError
+from sr.loading.checkpoints import best_dir, make_checkpoint
+from sr.loading.models import build_model
 from sr.train.app import run
-from sr.train.checkpoint import (
-    RunDirError,
-    best_dir,
-    build_model,
-    init_from_choice,
-    make_checkpoint,
-    make_manager,
-)
+from sr.train.checkpoint import init_from_choice, make_manager
 from sr.train.rundir import RUN_KEYS, check_resume, config_differences
 from tests.fake_run import TINY, make_run
 

@@ -20,12 +20,7 @@ import pytest
 import tensorflow as tf
 
 from sr.config import build_source
-from sr.train.checkpoint import (
-    identity_json,
-    make_data_state,
-    read_data_state,
-    stream_changes,
-)
+from sr.train.checkpoint import identity_json, make_data_state, read_data_state, stream_changes
 from tests.conftest import ROOT, finished, started, write_photos
 from tests.test_resume import ENV, run_here
 

@@ -33,8 +33,8 @@ from sr.evaluation import (
     prepare,
 )
 from sr.inference import SequenceUpscaler, Upscaler, serving_module
-from sr.models import build_espcn
 from sr.models.layers import PixelShuffle
+from sr.models.registry import make_model
 from tests.conftest import photo, write_photos
 from tests.fake_run import TINY, load_script, make_run, read_scalars
 
@@ -61,7 +61,7 @@ def rgb_model():
 @pytest.fixture(scope="module")
 def y_model():
     keras.utils.set_random_seed(0)
-    return build_espcn(S, features=(8, 8))
+    return make_model("espcn", S, features=(8, 8))
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def hand_scores(model, path) -> dict:
 
 def test_input_channels_tells_y_from_rgb_models(rgb_model, y_model):
     assert input_channels(rgb_model) == 3 and input_channels(y_model) == 1
-    assert input_channels(build_espcn(S, channels=3, features=(4, 4))) == 3
+    assert input_channels(make_model("espcn", S, channels=3, features=(4, 4))) == 3
     assert input_channels(lambda x, training=False: x) == 1  # a plain callable: a Y model
     four = keras.Model(i := keras.Input((None, None, 4)), i, name="four")
     with pytest.raises(ValueError, match="model four reads 4 channels: .* 1 \\(Y\\) or 3"):
@@ -419,7 +419,7 @@ def test_sequences_refuse_rgb_models(rgb_model, hr_dir):
 
 def test_exported_rgb_model_reproduces_the_upscaler(tmp_path):
     keras.utils.set_random_seed(1)
-    model = build_espcn(S, channels=3, features=(8, 8))
+    model = make_model("espcn", S, channels=3, features=(8, 8))
     module = serving_module(model, S)
     tf.saved_model.save(
         module, str(tmp_path / "saved"), signatures={"serving_default": module.serve}

@@ -11,9 +11,9 @@ import pytest
 
 from sr.core.errors import ConfigError
 from sr.inference import receptive_radius
-from sr.models import build_rrdbnet
 from sr.models.complexity import parameters
 from sr.models.layers import LeakyReLU, UpSampling2D
+from sr.models.registry import make_model
 
 
 def conv(k: int, c_in: int, c_out: int) -> int:
@@ -31,7 +31,7 @@ def rrdbnet_params(c: int, f: int = 64, blocks: int = 23, g: int = 32, stages: i
 def x4plus():
     """Real-ESRGAN's RRDBNet_x4plus: RGB, x4, 23 blocks, 64 features, growth 32 (the defaults)."""
     keras.utils.set_random_seed(0)
-    return build_rrdbnet(4, 3)
+    return make_model("rrdbnet", 4, 3)
 
 
 @pytest.mark.slow
@@ -62,7 +62,7 @@ def test_structure_is_the_papers(x4plus):
 def test_dense_convs_start_small_as_the_reference():
     """BasicSR's default_init_weights(scale=0.1): He normal times 0.1, zero bias."""
     keras.utils.set_random_seed(0)
-    model = build_rrdbnet(4, 1, features=64, blocks=1)
+    model = make_model("rrdbnet", 4, 1, features=64, blocks=1)
     convs = [la for la in model.layers if isinstance(la, keras.layers.Conv2D)]
     dense = convs[1:16]  # after the head: the 15 convs of the RRDB
     for layer in dense:
@@ -78,7 +78,7 @@ def test_dense_convs_start_small_as_the_reference():
 def test_scales_and_their_receptive_fields(scale, stages):
     """x2, x3, x8: nearest stages as ESRGAN's first code; any LR size; the tiler's radius is the
     LR convs plus each upsampler conv at its resolution, the last two at the output's."""
-    model = build_rrdbnet(scale, 3, features=8, blocks=1, growth=8)
+    model = make_model("rrdbnet", scale, 3, features=8, blocks=1, growth=8)
     out = model(np.zeros((1, 7, 9, 3), np.float32))
     assert tuple(out.shape) == (1, 7 * scale, 9 * scale, 3) and out.dtype == "float32"
     ups = [la.size[0] for la in model.layers if isinstance(la, UpSampling2D)]
@@ -93,9 +93,9 @@ def test_scales_and_their_receptive_fields(scale, stages):
 def test_other_scales_are_refused_naming_data_scale(scale):
     expected = f"supports data.scale 2, 3, 4 and 8.*data.scale={scale}"
     with pytest.raises(ConfigError, match=expected):
-        build_rrdbnet(scale, 3, features=8, blocks=1)
+        make_model("rrdbnet", scale, 3, features=8, blocks=1)
 
 
 def test_an_empty_trunk_is_refused():
-    with pytest.raises(ConfigError, match="model.blocks must be at least 1"):
-        build_rrdbnet(4, 3, blocks=0)
+    with pytest.raises(ConfigError, match="model.blocks must be an integer >= 1, got 0"):
+        make_model("rrdbnet", 4, 3, blocks=0)

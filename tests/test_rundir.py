@@ -22,7 +22,9 @@ from hydra.core.utils import setup_globals
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict, read_write
 
-from sr.train.checkpoint import RunDirError, load_model_from_run, load_run_config
+from sr.core.errors import RunDirError
+from sr.core.runfiles import load_run_config
+from sr.loading.models import load_model_from_run
 from sr.train.rundir import (
     LOCK_FILE,
     RunDirBusy,

@@ -21,14 +21,8 @@ from sr.core.runfiles import (
     restore_checkpoint,
 )
 from sr.data.tfrecord.manifest import read_manifest, stale_reason
-from sr.train.checkpoint import (
-    best_dir,
-    build_model,
-    load_model_from_run,
-    make_checkpoint,
-    read_best,
-    resume_candidates,
-)
+from sr.loading.checkpoints import best_dir, make_checkpoint, read_best, resume_candidates
+from sr.loading.models import build_model, load_model_from_run
 from sr.train.rundir import check_resume
 from tests.fake_run import TINY, load_script, make_run
 

@@ -9,7 +9,8 @@ import json
 import keras
 import pytest
 
-from sr.models import PixelShuffle, build_edsr, build_espcn
+from sr.models.layers import PixelShuffle
+from sr.models.registry import make_model
 from tests.conftest import ROOT
 from tests.fake_run import load_script
 
@@ -39,7 +40,7 @@ def test_model_flops_tiny_stack_follows_shapes():
 @pytest.mark.parametrize("scale", [3, 4])
 def test_espcn_flops_match_its_structure(scale):
     # Shi et al. 2016: 5x5x64, 3x3x32, 3x3x(r^2) on one channel, all at LR resolution
-    f = st.model_flops(build_espcn(scale=scale), 24, 20)
+    f = st.model_flops(make_model("espcn", scale=scale), 24, 20)
     per_pixel = 2 * (25 * 1 * 64 + 9 * 64 * 32 + 9 * 32 * scale**2)
     assert f["per_pixel"] == per_pixel
     assert f["flops"] == per_pixel * 24 * 20
@@ -48,7 +49,7 @@ def test_espcn_flops_match_its_structure(scale):
 def test_edsr_baseline_flops_by_hand():
     # head 1->64, 16 blocks of two 64->64 and the body's last conv (33), x2 stage 64->256 at LR,
     # x2 stage 64->256 at 2x (4 pixels per LR pixel), tail 64->1 at 4x (16 pixels)
-    f = st.model_flops(build_edsr(scale=4), 12, 12)
+    f = st.model_flops(make_model("edsr", scale=4), 12, 12)
     per_pixel = 2 * 9 * (1 * 64 + 33 * 64 * 64 + 64 * 256 + 4 * 64 * 256 + 16 * 64 * 1)
     assert f["per_pixel"] == per_pixel
 

@@ -272,7 +272,7 @@ def test_loose_images_without_subfolders_get_the_expected_layout(tmp_path, photo
     [
         ("data.target_frame=center", None),
         ("data.target_frame=3", r"target_frame=3 is not a frame of the window of data.frames=3"),
-        ("data.target_frame=first", r"target_frame='first' is not a frame"),
+        ("data.target_frame=first", r"data.target_frame must be last, center or a frame index"),
         ("data.frames=0", r"data.frames must be an integer >= 1"),
         ("data.frame_stride=0", r"data.frame_stride must be an integer >= 1"),
         ("data.pool_frames=8", r"data.pool_frames must be >= 15"),
@@ -301,8 +301,8 @@ def test_target_and_border_windows():
 
 
 def test_a_single_frame_model_on_multi_frame_data_is_refused(compose, tmp_path):
+    from sr.loading.models import build_model
     from sr.train.app import check_model_input
-    from sr.train.checkpoint import build_model
 
     cfg = compose("data=sequence", "model=espcn")
     with pytest.raises(

@@ -22,8 +22,10 @@ from sr.core.frames import list_sequences, window_frames
 from sr.core.images import ImageFolderError, load_image
 from sr.evaluation import evaluate_images, evaluate_sequences, prepare
 from sr.inference import SequenceUpscaler, read_image, receptive_radius
-from sr.models import build_espcn
-from sr.train.checkpoint import build_model, load_model_from_run, make_checkpoint, make_manager
+from sr.loading.checkpoints import make_checkpoint
+from sr.loading.models import build_model, load_model_from_run
+from sr.models.registry import make_model
+from sr.train.checkpoint import make_manager
 from tests.conftest import photo
 from tests.fake_run import load_script, make_run
 
@@ -67,7 +69,7 @@ def clips(tmp_path):
 @pytest.fixture(scope="module")
 def espcn():
     keras.utils.set_random_seed(0)
-    return build_espcn(4, features=(8, 8))
+    return make_model("espcn", 4, features=(8, 8))
 
 
 def make_sequence_run(compose, run_dir, overrides=SEQUENCE_RUN, step: int = 5):

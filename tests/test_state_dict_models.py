@@ -20,8 +20,10 @@ from safetensors.numpy import load_file, save_file
 from sr.deploy import psnr_float, to_onnx
 from sr.deploy.export import to_tflite
 from sr.deploy.runtimes import open_onnx, open_tflite
-from sr.models.span import reparameterize
-from sr.models.state_dicts import edsr, rlfn, span
+from sr.models.edsr import layout as edsr
+from sr.models.layers import deployed as reparameterize
+from sr.models.rlfn import layout as rlfn
+from sr.models.span import layout as span
 from sr.models.state_dicts.base import Found, StateDictError
 from tests.conftest import ROOT
 
@@ -84,19 +86,13 @@ def test_dump_of_load_is_the_file(name):
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_what_detect_finds_is_a_valid_model_config(name):
-    """``Found.model`` is a ``model`` group config: every key in the builder's schema, every
-    value within its bounds, and instantiating it builds the layout's model."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from sr.core.schema import check_node
-    from sr.models.schemas import SCHEMAS
+    """``Found.model`` is a ``model`` group config: a registered architecture, every key in its
+    schema, every value within its bounds, and building it builds the layout's model."""
+    from sr.models.registry import build_model, check_model
 
     _, found, model = imported(name)
-    schema = SCHEMAS[found.model["_target_"]]
-    config = OmegaConf.merge(OmegaConf.structured(schema), found.model)  # unknown key: error
-    check_node(OmegaConf.to_container(config), schema, "model")
-    again = instantiate(config, scale=found.scale, channels=found.channels)
+    check_model(found.model, found.scale, found.channels)  # unknown key or bad value: error
+    again = build_model(found.model, found.scale, found.channels)
     assert again.count_params() == model.count_params()
     assert [type(la) for la in again.layers] == [type(la) for la in model.layers]
 
@@ -198,12 +194,13 @@ def test_released_span_x4_layouts_by_name_and_shape(features, thousands):
 def test_span_without_normalisation_is_spandrels_no_norm():
     """A SPAN with spandrel's ``no_norm`` buffer computes on the raw input: norm=none,
     img_range 1; written back with the buffer. One channel is then possible."""
-    found = Found("span", "generator", {**_span_keys(8), "norm": "none", "img_range": 1.0}, 4, 1)
+    keys = {"arch": "span", **_span_keys(8), "norm": "none", "img_range": 1.0}
+    found = Found("span", "generator", keys, 4, 1)
     model = span.build(found)
     state = span.dump(model, found)
     assert np.array_equal(state["no_norm"], np.zeros(1, np.float32))
     again = span.detect(state)
-    assert again.model == {**found.model, "_target_": "sr.models.build_span"}
+    assert again.model == found.model
     assert again.channels == 1
     del state["no_norm"]
     with pytest.raises(StateDictError, match="1 input channels that subtracts the RGB mean"):
@@ -218,7 +215,7 @@ def test_a_stale_span_eval_conv_is_said_and_the_branches_used(caplog):
     state["block_2.c3_r.eval_conv.weight"] = state["block_2.c3_r.eval_conv.weight"] + 1.0
     found = span.detect(state)
     model = span.build(found)
-    with caplog.at_level("WARNING", logger="sr.models.state_dicts.span"):
+    with caplog.at_level("WARNING", logger="sr.models.span.layout"):
         span.load(model, state, found)
     assert "eval_conv of 1 Conv3XC (block_2.c3_r)" in caplog.text
     assert np.abs(model(x).numpy() - expected).max() < 1e-4

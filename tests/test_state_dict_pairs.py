@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from sr.models.state_dicts import edsr, pairs, rlfn, span
+from sr.models.edsr import layout as edsr
+from sr.models.rlfn import layout as rlfn
+from sr.models.span import layout as span
+from sr.models.state_dicts import pairs
 from sr.models.state_dicts.base import Found, StateDictError
 
 

@@ -1,5 +1,5 @@
-"""The registry of sr.models.state_dicts: layouts tried in order, a layout module not yet in the
-package skipped (one that is there must import), a file of another architecture refused in one
+"""The detection of sr.models.state_dicts: the layouts of the registered architectures and of the
+GAN's networks tried in order, a file of another architecture refused in one
 message naming the file, its first keys and what is supported; a model of a run found by its
 builder, written back only at x4 and only if it reads back as itself."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import sr.models.state_dicts as registry
+from sr.core.errors import ConfigError
 from sr.core.weightfiles import read_weights
+from sr.models import registry
 from sr.models.state_dicts import (
-    LAYOUTS,
+    NETWORKS,
     StateDictError,
     detect,
     found_from_config,
@@ -25,15 +26,14 @@ from sr.models.state_dicts import (
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pytorch"
 
 
-def test_layouts_present_are_imported_absent_ones_skipped(tmp_path, monkeypatch):
+def test_the_layouts_are_the_registered_architectures_and_the_networks():
     present = [m.arch for m in layouts()]
-    assert "rrdbnet" in present
-    files = [n for n in LAYOUTS if (registry.HERE / f"{n}.py").is_file()]
-    assert len(present) == len(files) and all(callable(m.detect) for m in layouts())
-    monkeypatch.setattr(registry, "HERE", tmp_path)  # no layout file at all
-    assert layouts() == []
-    (tmp_path / "rrdbnet.py").write_text("")
-    assert [m.arch for m in layouts()] == ["rrdbnet"]  # the file there: imported
+    declared = [spec for spec in registry.specs() if spec.layout]
+    assert len(present) == len(declared) + len(NETWORKS)
+    assert {"rrdbnet", "compact", "span", "rlfn", "edsr_baseline", "unet_sn", "vgg19"} <= set(
+        present
+    )
+    assert all(callable(m.detect) and callable(m.dump) for m in layouts())
 
 
 def test_another_architecture_is_refused_with_its_keys():
@@ -65,7 +65,7 @@ def test_load_file_describes_what_it_found():
 
 def test_a_run_model_is_written_and_read_back(tmp_path):
     loaded = load_file(FIXTURES / "rrdbnet.safetensors")
-    cfg = {"_target_": "sr.models.build_rrdbnet", "features": 8, "blocks": 1, "growth": 4}
+    cfg = {"arch": "rrdbnet", "features": 8, "blocks": 1, "growth": 4}
     layout, found = found_from_config(cfg, 4, 3)
     path = save_file(tmp_path / "model.safetensors", loaded.model, layout, found, {"a": 1})
     back = read_weights(path)
@@ -77,15 +77,20 @@ def test_a_run_model_is_written_and_read_back(tmp_path):
 
 def test_other_scales_and_unknown_builders_are_not_written():
     with pytest.raises(StateDictError, match="x2 rrdbnet.*only x4"):
-        found_from_config({"_target_": "sr.models.build_rrdbnet"}, 2, 3)
-    with pytest.raises(StateDictError, match="no PyTorch layout for the model sr.models.x"):
-        found_from_config({"_target_": "sr.models.x"}, 4, 3)
+        found_from_config({"arch": "rrdbnet"}, 2, 3)
+    with pytest.raises(StateDictError, match="no PyTorch layout for the model espcn"):
+        found_from_config({"arch": "espcn"}, 4, 3)
+    with pytest.raises(ConfigError, match="not a registered architecture"):
+        found_from_config({"arch": "x"}, 4, 3)
+    # a run saved before the registry names its builder
+    layout, found = found_from_config({"_target_": "sr.models.build_rrdbnet", "blocks": 1}, 4, 3)
+    assert layout.arch == "rrdbnet" and found.model == {"arch": "rrdbnet", "blocks": 1}
 
 
 def test_a_model_that_would_read_back_otherwise_is_not_written(tmp_path):
     """The Found of a config that disagrees with the model (growth 8 said, 4 built)."""
     loaded = load_file(FIXTURES / "rrdbnet.safetensors")
-    cfg = {"_target_": "sr.models.build_rrdbnet", "features": 8, "blocks": 2, "growth": 4}
+    cfg = {"arch": "rrdbnet", "features": 8, "blocks": 2, "growth": 4}
     layout, found = found_from_config(cfg, 4, 3)
     with pytest.raises((StateDictError, ValueError)):
         save_file(tmp_path / "m.safetensors", loaded.model, layout, found, {})

@@ -148,8 +148,9 @@ def test_in_process_run_with_xla_l2_and_step_schedule(folders, tmp_path, compose
     from sr.config import build_source
     from sr.core.batch import Batch
     from sr.evaluation import evaluate_folder
+    from sr.loading.checkpoints import make_checkpoint
+    from sr.loading.models import build_model
     from sr.train.app import run
-    from sr.train.checkpoint import build_model, make_checkpoint
     from sr.train.loop import Trainer, gpu_available
 
     cfg = compose(

@@ -11,7 +11,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from sr.train.checkpoint import best_dir, build_model, make_checkpoint
+from sr.loading.checkpoints import best_dir, make_checkpoint
+from sr.loading.models import build_model
 from tests.conftest import ROOT
 from tests.fake_run import TINY, make_run
 from tests.test_resume import ENV
@@ -154,7 +155,7 @@ def test_the_schemas_without_tensorflow_are_those_of_the_classes_they_configure(
     from sr.data import SOURCES
     from sr.data.schemas import SCHEMAS, SequenceConfig
     from sr.degradations import Bicubic, RealESRGAN, realesrgan_params
-    from sr.models.schemas import KERAS_ACTIVATIONS
+    from sr.models.espcn import KERAS_ACTIVATIONS
 
     assert {source.mode: source.schema for source in SOURCES} == SCHEMAS
     assert hydra.utils.get_class(realesrgan_params.TARGET) is RealESRGAN
@@ -165,7 +166,7 @@ def test_the_schemas_without_tensorflow_are_those_of_the_classes_they_configure(
         for name in dir(keras.activations)
         if not name.startswith("_") and name not in ("get", "serialize", "deserialize")
     }
-    assert set(KERAS_ACTIVATIONS) == public, "update sr.models.schemas.KERAS_ACTIVATIONS"
+    assert set(KERAS_ACTIVATIONS) == public, "update sr.models.espcn.KERAS_ACTIVATIONS"
     assert all(callable(keras.activations.get(name)) for name in KERAS_ACTIVATIONS)
 
 
@@ -174,10 +175,10 @@ def test_the_exit_codes_of_train_py():
     import importlib.util
 
     from sr.config import ConfigError
+    from sr.core.errors import RunDirError
     from sr.core.images import ImageFolderError
     from sr.core.runfiles import RunFileError
     from sr.data.service import ServiceError
-    from sr.train.checkpoint import RunDirError
     from sr.train.distribute import ClusterTimeoutError
     from sr.train.guard import DivergenceError
     from sr.train.saving import NonFiniteError

@@ -17,8 +17,8 @@ from PIL import Image
 from sr.core.color import rgb_to_ycbcr, y_channel, ycbcr_to_rgb
 from sr.core.degrade import bicubic_upscale, quantize
 from sr.inference import Upscaler, default_overlap, read_image, receptive_radius
-from sr.models import build_edsr, build_espcn
-from sr.train.checkpoint import load_model_from_run
+from sr.loading.models import load_model_from_run
+from sr.models.registry import make_model
 from tests.conftest import ROOT, photo
 from tests.fake_run import load_script, make_run
 
@@ -39,7 +39,7 @@ def bicubic_model(x, training=False):
 def tiny_edsr():
     """A model whose output depends on a wide neighbourhood and stays mid-range (EDSR adds 0.5)."""
     keras.utils.set_random_seed(1)
-    return build_edsr(4, features=8, blocks=1)
+    return make_model("edsr", 4, features=8, blocks=1)
 
 
 def test_ycbcr_matches_matlab_rgb2ycbcr_and_inverts():
@@ -67,7 +67,7 @@ def test_y_by_model_and_chroma_by_bicubic_reproduce_rgb_bicubic():
 
 def test_alpha_by_bicubic_and_gray_through_the_model():
     keras.utils.set_random_seed(0)
-    model = build_espcn(4, features=(8, 8))
+    model = make_model("espcn", 4, features=(8, 8))
     rgba = np.concatenate([crop("rocket", 21, 26), crop("camera", 21, 26)[..., None]], axis=-1)
     out = Upscaler(model, 4)(rgba)
     assert out.shape == (84, 104, 4)
@@ -94,10 +94,10 @@ def test_the_y_of_the_output_is_the_models(tiny_edsr):
 
 def test_receptive_radius_bounds_the_real_field(tiny_edsr):
     keras.utils.set_random_seed(0)
-    espcn = build_espcn(4, features=(8, 8))
+    espcn = make_model("espcn", 4, features=(8, 8))
     assert receptive_radius(espcn) == 4.0  # 5x5, 3x3, 3x3 at LR
     assert default_overlap(espcn) == 6
-    assert receptive_radius(build_edsr(4)) == 35.75  # 1 + 32 + 1 + 1 + 1/2 + 1/4
+    assert receptive_radius(make_model("edsr", 4)) == 35.75  # 1 + 32 + 1 + 1 + 1/2 + 1/4
     assert receptive_radius(bicubic_model) is None and default_overlap(bicubic_model) == 32
     unknown = keras.Sequential([keras.Input((None, None, 1)), keras.layers.MaxPooling2D(2)])
     assert receptive_radius(unknown) is None

@@ -29,6 +29,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from sr.core.errors import RunDirError
+from sr.core.weightfiles import is_weight_file
+
+WEIGHTS = ("auto", "ema", "live")  # the ``weights`` choices of a run's checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -196,3 +199,17 @@ def latest_checkpoint(directory) -> str | None:
     """The newest checkpoint prefix of a ``tf.train.CheckpointManager`` folder
     (:func:`checkpoint_state`), or None."""
     return checkpoint_state(directory)[0]
+
+
+def check_file_choices(source, checkpoint: str | None, weights: str) -> None:
+    """Refuse a checkpoint or weights choice (``--checkpoint``, ``--weights``) given with a
+    PyTorch weight file, which holds one set of weights.
+
+    Raises:
+        ValueError: if ``source`` is a weight file and either is given (naming the fix).
+    """
+    if is_weight_file(source) and (checkpoint is not None or weights != "auto"):
+        raise ValueError(
+            f"--checkpoint and --weights choose within a run folder; {source} is a weight file "
+            "(one set of weights): drop them"
+        )

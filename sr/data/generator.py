@@ -350,13 +350,7 @@ class GeneratorSource(PatchSource):
         decode_workers: int,
         **common,
     ):
-        super().__init__(**common)
-        if self.service:
-            raise ValueError(
-                f"data.service={self.service} needs data=tfrecord: data=generator decodes and "
-                "crops in Python inside the training process, which cannot be sent to tf.data "
-                "service workers. Use data=tfrecord with data.service, or drop data.service"
-            )
+        super().__init__(**common)  # checks the schema's rules (data.service: tfrecord only)
         self.patches_per_image = checked(self.schema, "patches_per_image", patches_per_image)
         self.pool_size = checked(self.schema, "pool_size", pool_size)
         self.pool_memory_mb = checked(self.schema, "pool_memory_mb", pool_memory_mb)

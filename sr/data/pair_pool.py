@@ -254,16 +254,6 @@ def on_device(source) -> bool:
     return source.degradation.device == "accelerator"
 
 
-def check_pool(source) -> None:
-    """Refuse a pool smaller than a batch (ValueError naming both keys)."""
-    size = pool_size(source)
-    if 0 < size < source.batch_size:
-        raise ValueError(
-            f"degradation.pool_size={size} holds fewer pairs than a batch (data.batch_size="
-            f"{source.batch_size}): use 0 (no pool) or at least {source.batch_size}"
-        )
-
-
 def pair_layout(source) -> tuple[list, tuple]:
     """``(shapes, on_grid)`` of one of the source's pairs: ``[h, w, C]`` per field of its
     ``sr.core.batch`` structure (``lq``, ``gt``; with ``plain_target`` ``lq``, ``gt_usm``,

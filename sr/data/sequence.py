@@ -45,7 +45,7 @@ from sr.core.frames import SequenceFolder, list_sequences, sequence_size, target
 from sr.core.images import ImageFolderError, ImageSet, load_y
 from sr.data.generator import PatchPool
 from sr.data.pairs import make_window_pairs
-from sr.data.schemas import SequenceConfig
+from sr.data.schemas import SequenceConfig, rule_error
 from sr.data.source import PatchSource, checked
 
 log = logging.getLogger(__name__)
@@ -374,41 +374,19 @@ class SequenceSource(PatchSource):
         decode_workers: int,
         **common,
     ):
-        super().__init__(**common)
-        if self.val_holdout:
-            raise ValueError(  # hold out whole sequences instead
-                f"data.val_holdout={self.val_holdout} is not supported by data=sequence: move "
-                "whole sequences to a folder of their own, data.val_dir"
-            )
-        if self.lr_dir:
-            raise ValueError(
-                f"data.lr_dir={self.lr_dir} is not supported by data=sequence: every LR frame is "
-                "made by the project's LR operator from its HR crop; set data.lr_dir=null"
-            )
-        if self.lr_from != "y":
-            raise ValueError(
-                f"data.lr_from={self.lr_from} is not supported by data=sequence: its frames are "
-                "decoded to Y and every LR frame is made from the Y; set data.lr_from=y"
-            )
-        if self.service:
-            raise ValueError(
-                f"data.service={self.service} needs data=tfrecord: data=sequence decodes and "
-                "crops in Python inside the training process; drop data.service"
-            )
+        super().__init__(**common)  # checks the schema's rules (no holdout, lr_dir, service)
         self.frames = checked(self.schema, "frames", frames)
         self.frame_stride = checked(self.schema, "frame_stride", frame_stride)
-        self.target_frame = target_frame
+        self.target_frame = checked(self.schema, "target_frame", target_frame)
         self.target = target_index(self.frames, target_frame)
         self.patches_per_window = checked(self.schema, "patches_per_window", patches_per_window)
         self.decode_workers = checked(self.schema, "decode_workers", decode_workers)
         self.pool_memory_mb = checked(self.schema, "pool_memory_mb", pool_memory_mb)
-        need = self.frames * (1 + 2 * self.decode_workers)
-        if pool_frames is None or isinstance(pool_frames, bool) or pool_frames < need:
-            raise ValueError(
-                f"data.pool_frames must be >= {need} (one window of data.frames={self.frames} "
-                f"plus {2 * self.decode_workers} decoded ahead by data.decode_workers="
-                f"{self.decode_workers}), got {pool_frames!r}"
-            )
+        checked(self.schema, "pool_frames", pool_frames)
+        keys = dict(frames=frames, decode_workers=decode_workers, pool_frames=pool_frames)
+        why = rule_error(self.schema, keys)  # the pool holds a window and those decoded ahead
+        if why:
+            raise ConfigError(why)
         self.pool_frames = int(pool_frames)
         self._sequences: SequenceSet | None = None
         self._val_sequences: list[SequenceFolder] | None = None

@@ -41,7 +41,13 @@ from sr.core.schema import value_error
 from sr.data import pair_pool
 from sr.data.pairs import degraded_pairs, made_pairs, make_pairs, random_masks
 from sr.data.pipeline import pairs_dataset, pipeline_threads  # noqa: F401  (re-exported)
-from sr.data.schemas import CHANNELS, LR_FROM, DataConfig  # noqa: F401  (re-exported)
+from sr.data.schemas import (  # noqa: F401  (CHANNELS, LR_FROM, DataConfig re-exported)
+    CHANNELS,
+    LR_FROM,
+    DataConfig,
+    degradation_rules,
+    rule_error,
+)
 from sr.degradations import Bicubic
 from sr.degradations.realesrgan import image_seed
 
@@ -153,13 +159,16 @@ class PatchSource(abc.ABC):
             ("scale", scale),
             ("batch_size", batch_size),
             ("patch_size", patch_size),
+            ("val_holdout", val_holdout),
+            ("lr_from", lr_from),
+            ("channels", channels),
         ):
             checked(self.schema, key, value)
-        if patch_size % scale:
-            raise ValueError(
-                f"data.patch_size {patch_size} is not a multiple of data.scale {scale}: use "
-                f"{patch_size // scale * scale or scale}"
-            )
+        keys = dict(hr_dir=hr_dir, val_dir=val_dir, val_holdout=val_holdout, lr_dir=lr_dir)
+        keys.update(patch_size=patch_size, scale=scale, lr_from=lr_from, channels=channels)
+        why = rule_error(self.schema, {**keys, "service": service})  # the schema's rules
+        if why:
+            raise ConfigError(why)
         self._set_folders(hr_dir, val_dir, val_holdout)
         self.lr_dir = Path(lr_dir).expanduser().resolve() if lr_dir else None
         self.batch_size = int(batch_size)
@@ -171,12 +180,6 @@ class PatchSource(abc.ABC):
         self.deterministic = bool(deterministic)
         self.service = service or None
         self.threads = checked(self.schema, "threads", threads)
-        checked(self.schema, "lr_from", lr_from)
-        if lr_from == "rgb" and self.lr_dir:
-            raise ValueError(
-                f"data.lr_from=rgb makes the LR from the RGB HR, but data.lr_dir={self.lr_dir} "
-                "gives it: drop one of them"
-            )
         self.lr_from = lr_from
         self.channels, self.degradation = channels, degradation or Bicubic()
         self._check_channels()
@@ -189,32 +192,14 @@ class PatchSource(abc.ABC):
         self._val_files: list[Path] | None = None
 
     def _set_folders(self, hr_dir, val_dir, val_holdout) -> None:
-        """``hr_dir``, ``val_dir`` and ``val_holdout``, refusing an empty ``hr_dir`` and a
-        validation set given twice (ValueError naming the keys)."""
-        if not hr_dir:
-            raise ValueError("data.hr_dir is empty: set it to a folder of PNG or JPEG images")
+        """``hr_dir``, ``val_dir`` and ``val_holdout`` (checked by the schema's rules)."""
         self.hr_dir = Path(hr_dir).expanduser()
         self.val_dir = Path(val_dir).expanduser() if val_dir else None
-        self.val_holdout = checked(self.schema, "val_holdout", val_holdout)
-        if self.val_holdout and self.val_dir:
-            raise ValueError(
-                f"data.val_holdout={val_holdout} validates on images held out of data.hr_dir, "
-                f"and data.val_dir={val_dir} on another folder: set data.val_dir=null (or "
-                "data.val_holdout=0)"
-            )
+        self.val_holdout = int(val_holdout)
 
     def _check_channels(self) -> None:
-        """Refuse combinations of ``channels``, ``lr_from``, ``lr_dir`` and the degradation that
+        """Refuse combinations of ``channels``, ``lr_dir``, the mode and the degradation that
         cannot work, naming the keys (ValueError)."""
-        if self.channels not in CHANNELS:
-            raise ValueError(
-                f"data.channels={self.channels!r}: choose one of {', '.join(CHANNELS)}"
-            )
-        if self.channels == "rgb" and self.lr_from != "y":
-            raise ValueError(
-                "data.lr_from only orders the Y pairs' LR; with data.channels=rgb the LR is made "
-                "from RGB already: drop data.lr_from"
-            )
         made = self.channels == "rgb" or not self.degradation.protocol_lr
         if made and not self.makes_rgb:
             raise ValueError(
@@ -228,20 +213,11 @@ class PatchSource(abc.ABC):
                 f"{self.channels} with degradation={self.degradation.name} cannot use: set "
                 "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
             )
-        if self.margin % self.scale:
-            raise ValueError(
-                f"degradation.margin={self.margin} is not a multiple of data.scale {self.scale}: "
-                f"use {self.margin // self.scale * self.scale} or "
-                f"{(self.margin // self.scale + 1) * self.scale}"
-            )
-        least = self.degradation.least_crop(self.scale)
-        if self.crop < least:
-            raise ValueError(
-                f"degradation={self.degradation.name} needs crops of at least {least} pixels at "
-                f"x{self.scale}; data.patch_size={self.patch_size} gives {self.crop}: raise "
-                "data.patch_size"
-            )
-        pair_pool.check_pool(self)
+        d = self.degradation
+        keys = dict(scale=self.scale, patch_size=self.patch_size, batch_size=self.batch_size)
+        why = degradation_rules(keys, d.name, self.margin, d.least_crop(self.scale), d.pool_size)
+        if why:
+            raise ConfigError(why)
 
     # -- geometry ------------------------------------------------------------------------------
     @property

@@ -78,6 +78,7 @@ from sr.degradations.realesrgan_params import (  # noqa: F401  (re-exported)
     Options,
     Params,
     check_keys,
+    least_crop,
     schema_fields,
 )
 from sr.degradations.usm import usm_sharp
@@ -355,13 +356,15 @@ class RealESRGAN:
     def crop_margin(self, scale: int) -> int:
         """HR pixels degraded around each patch (``degradation.margin``; null: the LR operator's
         ``sr.core.degrade.crop_margin``, 2 x scale); what a margin leaves of the filters' border
-        effects in the patch: ``benchmarks/realesrgan_border.py``, docs/data.md."""
+        effects in the patch: ``benchmarks/realesrgan_border.py``, docs/data.md. The config's
+        check computes the same without TensorFlow (``realesrgan_params.crop_margin``)."""
         return crop_margin(scale) if self.options.margin is None else self.options.margin
 
     def least_crop(self, scale: int) -> int:
         """The smallest HR crop side (pixels) it takes at ``scale``: LR sides of
-        :data:`MIN_SIDE`, and with ``gt_usm`` the reflect padding of USM's 51-pixel kernel (26)."""
-        return max(scale * MIN_SIDE, 26 if self.options.gt_usm else 0)
+        :data:`MIN_SIDE`, and with ``gt_usm`` the reflect padding of USM's 51-pixel kernel (26):
+        ``realesrgan_params.least_crop``."""
+        return least_crop(bool(self.options.gt_usm), scale)
 
     def jpeg_coder(self) -> str:
         """``libjpeg`` or ``tensorflow``: ``degradation.jpeg``, with ``auto`` resolved by the

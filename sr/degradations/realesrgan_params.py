@@ -47,6 +47,34 @@ JPEGS = ("auto", "libjpeg", "tensorflow")
 MIN_SIDE = KERNEL_SIZE // 2 + 1
 """Smallest side (pixels) a resize may produce: reflect padding needs more pixels than it adds."""
 
+USM_PAD = 26
+"""The reflect padding of USM's 51-pixel kernel (``sr.degradations.usm``): the least crop side
+with ``gt_usm``."""
+
+BICUBIC_REACH = 2
+"""HR pixels per unit of scale of the LR operator's reach (``sr.core.degrade.crop_margin``: 2 s),
+the margin when ``degradation.margin`` is null."""
+
+
+def crop_margin(margin: int | None, scale: int) -> int:
+    """HR pixels degraded around each patch: ``degradation.margin``, or with null the LR
+    operator's ``sr.core.degrade.crop_margin`` (2 x scale, 8 at x4)."""
+    return BICUBIC_REACH * scale if margin is None else margin
+
+
+def least_crop(gt_usm: bool, scale: int) -> int:
+    """The smallest HR crop side (pixels) degraded at ``scale``: LR sides of :data:`MIN_SIDE`,
+    and with ``gt_usm`` the reflect padding of USM's kernel (:data:`USM_PAD`)."""
+    return max(scale * MIN_SIDE, USM_PAD if gt_usm else 0)
+
+
+def geometry(keys: dict, scale: int) -> tuple[int, int, int]:
+    """``(margin, least crop, pool size)`` of ``degradation=realesrgan``'s keys at ``scale``
+    (the registry's ``geometry``: what ``RealESRGAN`` gives, without TensorFlow)."""
+    options = {f.name: f.default for f in fields(Options)} | dict(keys)
+    margin = crop_margin(options["margin"], scale)
+    return margin, least_crop(bool(options["gt_usm"]), scale), int(options["pool_size"] or 0)
+
 
 def _pair(value) -> str | None:
     """Why ``value`` is not ``[low, high]`` with low <= high, or None."""
@@ -250,6 +278,8 @@ RealESRGANConfig = dataclasses.make_dataclass(
     "RealESRGANConfig", schema_fields(), bases=(DegradationConfig,)
 )
 
-SPEC = register(DegradationSpec("realesrgan", TARGET, RealESRGANConfig, check=check_keys))
+SPEC = register(
+    DegradationSpec("realesrgan", TARGET, RealESRGANConfig, check=check_keys, geometry=geometry)
+)
 """``degradation=realesrgan``, declared without TensorFlow: its class
 (``sr.degradations.realesrgan.RealESRGAN``, TensorFlow ops), schema and check."""

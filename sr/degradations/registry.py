@@ -61,6 +61,11 @@ class DegradationSpec:
         check: ``check(keys)`` of its keys (a dict of plain values, ``_target_`` left out)
             without TensorFlow, raising :class:`ConfigError` naming the key; None: the
             schema's bounds (:func:`sr.core.schema.check_node`).
+        geometry: ``geometry(keys, scale) -> (margin, least_crop, pool_size)``, what its class's
+            ``crop_margin(scale)``, ``least_crop(scale)`` and ``pool_size`` give for these keys
+            (plain values, defaults left out), computed without TensorFlow, for the rules on the
+            data keys at config time (``sr.data.schemas.degradation_rules``); None: bicubic's
+            (the operator's margin, any crop, no pool), which no data key can break.
         legacy_targets: the ``_target_`` of runs saved before a rename.
     """
 
@@ -68,6 +73,7 @@ class DegradationSpec:
     target: str
     schema: type = DegradationConfig
     check: Callable[[dict], None] | None = None
+    geometry: Callable[[dict, int], tuple[int, int, int]] | None = None
     legacy_targets: tuple[str, ...] = ()
 
     def check_keys(self, keys: dict) -> None:

@@ -11,11 +11,11 @@ Formats (``scripts/export.py --format``):
   and activations to int8 (float32 input and output), calibrated on LR tiles of a folder of
   images (:func:`calibration_inputs`);
 - ``onnx``: ONNX of the network alone, float32 ``[1, H, W, C]`` in [0, 1] to ``[1, s H, s W, C]``,
-  any H, W >= ``sr.core.degrade.MIN_LR_SIZE`` (15 for RLFN), run by ONNX Runtime.
+  any H, W >= ``sr.core.degrade.MIN_LR_SIZE`` (15), run by ONNX Runtime.
 
 Converters are the maintained ones: Keras 3's ``Model.export(format="onnx")`` (tf2onnx inside)
 and ``tf.lite.TFLiteConverter``; SPAN's re-parameterisable convs are fused first
-(``sr.models.span.reparameterize``). Every export is run once when written, on a calibration
+(``sr.models.layers.deployed``). Every export is run once when written, on a calibration
 image, and compared with the Keras model (:func:`check`): float exports must agree to
 :data:`FLOAT_CHECK_DB` dB PSNR or nothing is written. The export dependencies are the ``export``
 extra (:data:`EXTRA`); a missing one is :class:`MissingExtraError`, raised before any work.
@@ -45,14 +45,18 @@ from sr.core.forward import forward
 from sr.core.images import list_images
 from sr.core.runfiles import RunFileError, read_json
 from sr.deploy.publish import write_export
-from sr.deploy.runtimes import load_onnx, open_onnx, open_tflite
+from sr.deploy.runtimes import load_onnx, open_onnx, tflite_runner
 from sr.evaluation import input_channels, prepare
 from sr.inference import Upscaler, default_overlap, read_image, serving_module
-from sr.models.span import reparameterize
+from sr.models.layers import deployed
 
 EXTRA = 'pip install -e ".[export]"'
 FLOAT_CHECK_DB = 45.0  # minimum PSNR of a float export against Keras on the calibration image
 CALIBRATION_TILES = 16  # LR tiles drawn for int8 calibration
+# int8 calibration without --calibration: scikit-image's bundled photos (no download), HR
+DEFAULT_CALIBRATION = ("astronaut", "chelsea", "coffee", "rocket")
+# overlaps tried when a TFLite export's windows miss the check: the smallest reaching it is named
+OVERLAPS = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384)
 # the Python package each format needs at export and at run time (the ``export`` extra)
 NEEDS = {
     "tflite": [("ai_edge_litert", "ai-edge-litert")],
@@ -110,7 +114,8 @@ def calibration_inputs(folder, scale: int, channels: int, size: int, count: int)
     Each image of ``folder`` (name order, the first ``count``) is taken as HR and brought to LR
     by the evaluation protocol (``sr.evaluation.prepare``: MATLAB bicubic from RGB; C = 1: its
     Y, BT.601; C = 3: RGB), then cropped at the centre (or mirrored) to ``size``. Without a
-    folder, scikit-image's ``astronaut`` photo is used (the product needs no other data).
+    folder, scikit-image's bundled photos (:data:`DEFAULT_CALIBRATION`, the first ``count``:
+    astronaut first) are used, so the product needs no other data.
 
     Raises:
         ImageFolderError: if the folder is missing or has no PNG/JPEG image.
@@ -118,7 +123,9 @@ def calibration_inputs(folder, scale: int, channels: int, size: int, count: int)
     images = (
         [read_image(p) for p in list_images(folder)[:count]]
         if folder
-        else [np.asarray(skimage.data.astronaut(), np.uint8)]
+        else [
+            np.asarray(getattr(skimage.data, n)(), np.uint8) for n in DEFAULT_CALIBRATION[:count]
+        ]
     )
     tiles = []
     for image in images:
@@ -132,27 +139,33 @@ def calibration_inputs(folder, scale: int, channels: int, size: int, count: int)
     return tiles
 
 
-def fixed_input(model: keras.Model, size: int) -> keras.Model:
-    """``model`` on a fixed input ``[1, size, size, C]`` (the same weights)."""
+def fixed_input(model: keras.Model, size: int | None) -> keras.Model:
+    """``model`` on an input ``[1, size, size, C]`` (``size`` None: any height and width; the
+    same weights)."""
     inputs = keras.Input((size, size, input_channels(model)), batch_size=1, name="lr")
-    return keras.Model(inputs, model(inputs), name=f"{model.name}_{size}")
+    return keras.Model(inputs, model(inputs), name=f"{model.name}_{size or 'any'}")
 
 
-def to_tflite(model: keras.Model, path: Path, size: int, calibration=None) -> None:
-    """Convert to a LiteRT flatbuffer at ``[1, size, size, C]``; ``calibration`` (a list of
-    float32 ``[1, size, size, C]`` tiles) makes it int8 (weights and activations; float32 input
-    and output), else float32.
+def to_tflite(model: keras.Model, path: Path, calibration=None) -> None:
+    """Convert to a LiteRT flatbuffer of input ``[1, -1, -1, C]`` (any height and width: the
+    runtime's ``resize_tensor_input`` sets them, ``sr.deploy.runtimes.tflite_runner``);
+    ``calibration`` (a list of float32 ``[1, S, S, C]`` tiles) makes it int8 (weights and
+    activations; float32 input and output), else float32.
 
-    The SavedModel the converter reads is exported with a static signature, batch included, so
-    that no shape is left to compute at run time: with the dynamic batch ``Model.export`` writes
+    Height and width are left to the runtime so that an image side shorter than the export's
+    window runs at its own size, padded with zeros at its edge by every convolution as in Keras
+    (a graph converted at a fixed size folds sizes in: RLFN's attention resizes to a constant).
+
+    The SavedModel the converter reads is exported with a batch of 1, so that no batch is left
+    to compute at run time: with the dynamic batch ``Model.export`` writes
     otherwise, a reshape to a size computed at run time (Keras's nearest ``UpSampling2D``, a
     ``tf.repeat``, as RRDBNet's upsampler was before ``sr.models.layers.UpSampling2D`` made it
     ``depth_to_space``) left the converter a tensor of unknown batch and height, whose 3x3 conv
     could not become LiteRT's ``CONV_2D`` (``ConverterError: 'tf.Conv2D' op is neither a custom
     op nor a flex op``)."""
     saved = path.parent / "saved_model_for_tflite"  # variables frozen by the SavedModel path
-    spec = tf.TensorSpec([1, size, size, input_channels(model)], tf.float32, name="lr")
-    fixed_input(model, size).export(
+    spec = tf.TensorSpec([1, None, None, input_channels(model)], tf.float32, name="lr")
+    fixed_input(model, None).export(
         str(saved), format="tf_saved_model", verbose=False, input_signature=[spec]
     )
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
@@ -216,6 +229,7 @@ def export_model(
     quantize: str | None = None,
     calibration=None,
     source: dict | None = None,
+    overlap: int | None = None,
 ) -> dict:
     """Write one export of ``model`` into the new folder ``out``, check it, describe it.
 
@@ -229,32 +243,38 @@ def export_model(
         out: the folder to create (absent or empty).
         fmt: one of :data:`FORMATS`.
         scale: s.
-        size: the LR side S of a TFLite export (ignored by the others).
-        quantize: None or ``int8`` (TFLite only; needs ``calibration``).
+        size: the LR side S of a TFLite export's windows (ignored by the others).
+        quantize: None or ``int8`` (TFLite only).
         calibration: a folder of images (HR) for the check and for int8 calibration
-            (:func:`calibration_inputs`); None: scikit-image's astronaut, and no int8.
+            (:func:`calibration_inputs`); None: scikit-image's photos
+            (:data:`DEFAULT_CALIBRATION`; the check on its astronaut).
         source: what the model is (run, checkpoint, step, weights), stored as given.
+        overlap: LR pixels by which a TFLite export's windows (and upscale.py's tiles) overlap;
+            None: :func:`window_overlap`.
 
     Returns:
-        The ``export.json`` record; ``check.psnr_db`` is the PSNR of the export against Keras.
+        The ``export.json`` record; ``check.psnr_db`` is the PSNR of the export against Keras
+        (a TFLite export: its windows on an image larger than one, :func:`check_windows`).
 
     Raises:
         MissingExtraError: if the format's packages are absent (before any work).
-        ValueError: for an unknown format, a quantisation the format does not take, int8
-            without ``calibration``, or an ``out`` that is not empty.
-        ExportCheckError: if a float export is below :data:`FLOAT_CHECK_DB` dB against Keras.
+        ValueError: for an unknown format, a quantisation the format does not take, an overlap
+            that leaves a TFLite window nothing, or an ``out`` that is not empty.
+        ExportCheckError: if a float export is below :data:`FLOAT_CHECK_DB` dB against Keras,
+            or a TFLite export's windows below it against its own whole-image output (int8):
+            naming the overlap that reaches it.
     """
-    check_export_request(fmt, quantize, calibration, size)
+    check_export_request(fmt, quantize, calibration, size, overlap)
     require(fmt)
 
     def write(folder: Path) -> dict:
-        record = _write(reparameterize(model), folder, fmt, scale, size, quantize, calibration)
+        record = _write(deployed(model), folder, fmt, scale, size, quantize, calibration, overlap)
         return record | {"source": source or {}}
 
     return write_export(out, write)
 
 
-def _write(model, tmp: Path, fmt: str, scale, size, quantize, calibration) -> dict:
+def _write(model, tmp: Path, fmt: str, scale, size, quantize, calibration, overlap) -> dict:
     """Convert into ``tmp``, run the check, return the record (without ``source``)."""
     channels = input_channels(model)
     model(np.zeros((1, 16, 16, channels), np.float32), training=False)  # Keras exports need a call
@@ -268,13 +288,14 @@ def _write(model, tmp: Path, fmt: str, scale, size, quantize, calibration) -> di
         record.update(file=".", input="uint8 RGB [1, H, W, 3]", output="uint8 RGB [1, sH, sW, 3]")
         psnr = check_saved(tmp, Upscaler(model, scale), tiles[0])
     else:
-        psnr = _write_network(model, tmp, record, size, tiles, quantize)
-    threshold = None if quantize else FLOAT_CHECK_DB
-    record["check"] = {"psnr_db": round(psnr, 2), "threshold_db": threshold}
-    if threshold is not None and not psnr >= threshold:
+        psnr = _write_network(model, tmp, record, tiles, overlap, calibration)
+    if fmt == "tflite":
+        return record
+    record["check"] = {"psnr_db": round(psnr, 2), "threshold_db": FLOAT_CHECK_DB}
+    if not psnr >= FLOAT_CHECK_DB:
         raise ExportCheckError(
             f"the {fmt} export differs from the Keras model: {psnr:.1f} dB PSNR on the "
-            f"calibration image, below {threshold:.0f} dB; nothing was written"
+            f"calibration image, below {FLOAT_CHECK_DB:.0f} dB; nothing was written"
         )
     return record
 
@@ -289,19 +310,28 @@ def check_saved(folder: Path, upscaler, tile: np.ndarray) -> float:
     return psnr_float(served.numpy() / 255.0, expected.numpy() / 255.0)
 
 
-def _write_network(model, tmp: Path, record: dict, size, tiles, quantize) -> float:
-    """Write the TFLite or ONNX network into ``tmp``, complete ``record``; its check's PSNR."""
+def window_overlap(fmt: str, size: int, bound: int, overlap: int | None) -> int:
+    """The overlap of an export's windows and tiles: ``overlap`` when given; else ``bound``
+    (:func:`sr.inference.default_overlap`, the receptive field: exact) where it leaves a TFLite
+    window of ``size`` pixels something to keep, else ``size // 4`` (a quarter on each side,
+    half the window kept), which :func:`check_windows` then measures. RRDBNet's bound is 353
+    pixels, more than a 256-pixel window holds; a trained model's output depends on far less
+    (Real-ESRGAN's own tiles overlap by 10 pixels)."""
+    if overlap is not None:
+        return int(overlap)
+    return bound if fmt != "tflite" or size > 2 * bound else size // 4
+
+
+def _write_network(model, tmp: Path, record: dict, tiles, overlap, calibration) -> float:
+    """Write the TFLite or ONNX network into ``tmp`` and complete ``record``; the ONNX check's
+    PSNR (a TFLite export is checked, its ``check`` recorded, by :func:`check_windows`)."""
     fmt, scale, channels = record["format"], record["scale"], record["channels"]
-    overlap = default_overlap(model)
-    if fmt == "tflite" and size <= 2 * overlap:
-        raise ValueError(
-            f"--size {size} is too small for this model: windows of a TFLite export overlap by "
-            f"its receptive field, {overlap} pixels on each side; use --size {2 * overlap + 32} "
-            "or more"
-        )
+    size, quantize = tiles[0].shape[1], record["quantize"]
+    bound = default_overlap(model)
+    overlap = window_overlap(fmt, size, bound, overlap)
     name = "model.tflite" if fmt == "tflite" else "model.onnx"
     if fmt == "tflite":
-        to_tflite(model, tmp / name, size, tiles if quantize else None)
+        to_tflite(model, tmp / name, tiles if quantize else None)
         shapes = [f"[1, {n}, {n}, {channels}]" for n in (size, scale * size)]
     else:
         to_onnx(model, tmp / name)
@@ -312,9 +342,71 @@ def _write_network(model, tmp: Path, record: dict, size, tiles, quantize) -> flo
         output=f"float32 {shapes[1]}",
         size=size if fmt == "tflite" else None,
         overlap=overlap,
+        receptive_overlap=bound,
         bytes=(tmp / name).stat().st_size,
     )
-    return check(model, Exported(tmp, record), tiles[0])
+    if fmt == "onnx":
+        return check(model, Exported(tmp, record), tiles[0])
+    side = size + (size - 2 * overlap) // 2 + 3  # two windows a side, not a multiple of one
+    image = calibration_inputs(calibration, scale, channels, side, 1)[0]
+    record["check"] = check_windows(model, Exported(tmp, record), image)
+    return record["check"]["psnr_db"]
+
+
+def check_windows(model, exported, image: np.ndarray) -> dict:
+    """Check a TFLite export's windows on ``image`` (float32 ``[1, h, w, C]``, larger than a
+    window: the windows overlap and meet at seams) against the whole image: float, against the
+    Keras model's output; int8, against the export's own output on the whole image (its
+    quantisation error is reported against Keras, not judged).
+
+    Returns:
+        ``export.json``'s ``check``: ``psnr_db`` (against Keras), ``threshold_db``, the
+        ``image`` shape; int8 also ``windows_psnr_db`` (against the whole image, judged).
+
+    Raises:
+        ExportCheckError: below :data:`FLOAT_CHECK_DB`, naming the PSNR, and the smallest
+            overlap of :data:`OVERLAPS` that reaches it, or a larger ``--size``.
+    """
+    expected = forward(model)(tf.constant(image)).numpy()
+    quantized = exported.record["quantize"] is not None
+    reference = exported.whole(image) if quantized else expected
+    tiled = exported.run(image)
+    psnr = psnr_float(tiled, reference)
+    result = {"psnr_db": round(psnr_float(tiled, expected), 2),
+              "threshold_db": None if quantized else FLOAT_CHECK_DB,
+              "image": f"[1, {image.shape[1]}, {image.shape[2]}, {image.shape[3]}]"}  # fmt: skip
+    if quantized:
+        result |= {"windows_psnr_db": round(psnr, 2), "windows_threshold_db": FLOAT_CHECK_DB}
+    if not psnr >= FLOAT_CHECK_DB:
+        raise ExportCheckError(_overlap_advice(exported, image, reference, psnr))
+    return result
+
+
+def _overlap_advice(exported, image: np.ndarray, reference: np.ndarray, psnr: float) -> str:
+    """The refusal of :func:`check_windows`: the PSNR, and the smallest overlap of
+    :data:`OVERLAPS` (below half the window) whose windows reach :data:`FLOAT_CHECK_DB`."""
+    size, tried = exported.input_size, exported.overlap
+    bound = exported.record["receptive_overlap"]
+    found = None
+    for overlap in (o for o in OVERLAPS if tried < o and 2 * o < size):
+        exported.overlap = overlap
+        found = (overlap, psnr_float(exported.run(image), reference))
+        if found[1] >= FLOAT_CHECK_DB:
+            break
+        found = None
+    exported.overlap = tried
+    what = "its whole-image output" if exported.record["quantize"] else "the Keras model"
+    fix = (
+        f"--overlap {found[0]} reaches {found[1]:.1f} dB"
+        if found
+        else f"no overlap that fits --size {size} reaches it: use a larger --size (the "
+        f"receptive field's overlap, {bound}, fits --size {2 * bound + 32})"
+    )
+    return (
+        f"the tflite export's {size}-pixel windows, overlapping by {tried} pixels, differ from "
+        f"{what}: {psnr:.1f} dB PSNR on the check's image {list(image.shape)}, below "
+        f"{FLOAT_CHECK_DB:.0f} dB; {fix}; nothing was written"
+    )
 
 
 def windows(length: int, size: int, margin: int) -> list[tuple[int, int, int]]:
@@ -367,11 +459,11 @@ class Exported:
     (``tf.numpy_function``), so ``sr.inference.Upscaler`` and ``sr.evaluation`` take it as a
     model.
 
-    A TFLite export takes exactly ``[1, S, S, C]``: a larger input is cut into S x S windows that
-    overlap by ``overlap`` pixels (the Keras model's receptive field, recorded at export; the
-    last windows shifted inward), a smaller one is mirrored at its bottom and right to S and the
-    output cropped (there the pixels within the receptive field of the mirrored border differ
-    from Keras, whose convolutions pad with zeros).
+    A TFLite export runs in windows of S x S (``size``, recorded at export) that overlap by
+    ``overlap`` pixels (recorded at export: the receptive field, or ``--overlap``; the last
+    windows shifted inward). A side shorter than S is run at its own length (the interpreter
+    resized, ``sr.deploy.runtimes.tflite_runner``), never mirrored to S: so the convolutions pad
+    with zeros at every edge of the image, as in Keras.
 
     Args:
         folder: an export folder of ``scripts/export.py`` (``export.json``).
@@ -419,16 +511,8 @@ class Exported:
             session = open_onnx(path, options, fix)
             name = session.get_inputs()[0].name
             return lambda x: session.run(None, {name: x})[0]
-        interpreter = open_tflite(path, threads, fix)
-        inp = interpreter.get_input_details()[0]["index"]
-        out = interpreter.get_output_details()[0]["index"]
-
-        def run(x):
-            interpreter.set_tensor(inp, x)
-            interpreter.invoke()
-            return interpreter.get_tensor(out).copy()
-
-        return run
+        size = int(self.record["size"])
+        return tflite_runner(path, threads, fix, (1, size, size, self.channels))
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """float32 ``[1, h, w, C]`` -> ``[1, s h, s w, C]`` (numpy).
@@ -441,20 +525,23 @@ class Exported:
         if not size:
             return self._checked(self._run(x), x.shape)
         h, w, s = x.shape[1], x.shape[2], self.scale
-        if h < size or w < size:  # mirror to at least size x size, crop the output
-            big = np.pad(
-                x, ((0, 0), (0, max(0, size - h)), (0, max(0, size - w)), (0, 0)), "symmetric"
-            )
-            return self.run(big)[:, : s * h, : s * w]
+        wh, ww = min(h, size), min(w, size)  # a shorter side: windows of its own length
         out = np.empty((1, s * h, s * w, x.shape[-1]), np.float32)
-        for y0, ylo, yhi in windows(h, size, self.overlap):
-            for x0, xlo, xhi in windows(w, size, self.overlap):
-                window = np.ascontiguousarray(x[:, y0 : y0 + size, x0 : x0 + size])
+        for y0, ylo, yhi in windows(h, wh, self.overlap):
+            for x0, xlo, xhi in windows(w, ww, self.overlap):
+                window = np.ascontiguousarray(x[:, y0 : y0 + wh, x0 : x0 + ww])
                 part = self._checked(self._run(window), window.shape)
                 out[:, s * ylo : s * yhi, s * xlo : s * xhi] = part[
                     :, s * (ylo - y0) : s * (yhi - y0), s * (xlo - x0) : s * (xhi - x0)
                 ]
         return out
+
+    def whole(self, x: np.ndarray) -> np.ndarray:
+        """float32 ``[1, h, w, C]`` -> ``[1, s h, s w, C]`` in one run of the whole input (a
+        TFLite export's interpreter resized to it), no windows: the reference of
+        :func:`check_windows` for an int8 export."""
+        x = np.ascontiguousarray(x, np.float32)
+        return self._checked(self._run(x), x.shape)
 
     def _checked(self, y: np.ndarray, shape) -> np.ndarray:
         expected = (shape[0], self.scale * shape[1], self.scale * shape[2], self.channels)

@@ -9,8 +9,8 @@ import numpy as np
 
 def parameters(model: keras.Model) -> int:
     """Parameters of ``model`` as deployed: every weight, except that a layer with a
-    ``deployed_parameters()`` method (``sr.models.span.Conv3XC``, trained over-parameterised and
-    run as one 3x3 conv) counts what it deploys. The count the RLFN and SPAN papers give."""
+    ``deployed_parameters()`` method (a conv trained over-parameterised and run as one 3x3 conv)
+    counts what it deploys: the count the efficient-SR papers give."""
     total = 0
     for layer in _leaves(model):
         deployed = getattr(layer, "deployed_parameters", None)

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from sr.core.degrade import keys_cubic
-from sr.models.schemas import NORMS
+from sr.models.norms import NORMS  # noqa: F401  (the choices of input_mean)
 
 
 @keras.saving.register_keras_serializable(package="sr")
@@ -134,17 +134,9 @@ def input_mean(norm: str, channels: int) -> tuple[float, ...]:
     """The per-channel mean that ``norm`` (one of :data:`NORMS`) subtracts from a
     ``channels``-channel input in [0, 1].
 
-    Raises:
-        ValueError: for an unknown ``norm``, or ``div2k_mean`` on other than 3 channels (the
-            mean is RGB's).
+    The config's check refuses an unknown ``norm`` and ``div2k_mean`` on other than 3 channels
+    (``sr.models.norms.norm_rule``) before any model is built.
     """
-    if norm not in NORMS:
-        raise ValueError(f"model.norm={norm!r}: choose one of {', '.join(NORMS)}")
-    if norm == "div2k_mean" and channels != 3:
-        raise ValueError(
-            f"model.norm=div2k_mean subtracts DIV2K's RGB mean and needs 3 channels, got "
-            f"{channels}: use data.channels=3 (RGB) or model.norm=centre"
-        )
     value = {"centre": (0.5,), "div2k_mean": DIV2K_RGB_MEAN, "none": (0.0,)}[norm]
     return value if len(value) == channels else value * channels
 
@@ -170,3 +162,34 @@ def denormalized(y, mean: tuple[float, ...], img_range: float):
 def float32_output(x):
     """Cast the last activations to float32, so that a mixed-precision model returns float32."""
     return keras.layers.Activation("linear", dtype="float32", name="sr")(x)
+
+
+def deployed(model: keras.Model) -> keras.Model:
+    """The model as deployed: a copy of ``model`` in which every layer with a ``deployed()``
+    method (a layer trained in one form and run in another: SPAN's ``Conv3XC``, an
+    over-parameterised conv run as one 3x3 conv, the paper's re-parameterisation) is the layer it
+    returns, with its weights; other layers keep theirs. The copy computes the same function
+    (within float32 rounding) with the parameters of ``sr.models.complexity.parameters``, and
+    converters (TFLite, ONNX) see plain layers. A model without such layers is returned as is.
+
+    Args:
+        model: a functional Keras model.
+
+    Returns:
+        A functional Keras model of the same inputs and outputs.
+    """
+    forms = {
+        id(la): la.deployed() for la in model.layers if callable(getattr(la, "deployed", None))
+    }
+    if not forms:
+        return model
+
+    def clone(layer):
+        if id(layer) in forms:
+            return forms[id(layer)][0]
+        return layer.__class__.from_config(layer.get_config())
+
+    copy = keras.models.clone_model(model, clone_function=clone)
+    for old, new in zip(model.layers, copy.layers):
+        new.set_weights(forms[id(old)][1] if id(old) in forms else old.get_weights())
+    return copy

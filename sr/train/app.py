@@ -11,13 +11,16 @@ import tensorflow as tf
 from omegaconf import DictConfig, OmegaConf
 
 from sr.config import ConfigError, build_source, validate
+from sr.core.weightfiles import is_weight_file
 from sr.data.demo import ensure_demo_for
+from sr.loading.models import build_model, load_model, load_model_from_run
+from sr.models import registry
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import build_model, init_from_choice, init_from_fix, load_model_from_run
+from sr.train.checkpoint import init_from_choice, init_from_fix
 from sr.train.loop import Trainer
 from sr.train.precision import setup_precision
-from sr.train.pretrained import is_weight_file, load_model, record_init
+from sr.train.pretrained import record_init
 from sr.train.rundir import check_init_from, check_resume
 
 log = logging.getLogger(__name__)
@@ -97,7 +100,7 @@ def check_model_input(model: keras.Model, cfg: DictConfig, frames: int) -> None:
     takes = shape[1] if len(shape) == 5 else 1
     if takes == frames:
         return
-    name = str(cfg.model._target_).rsplit(".", 1)[-1]
+    name = registry.spec_of(cfg.model).name
     if takes == 1:
         fix = "use a multi-frame model (model=espcn_mf) or data.frames=1"
     else:

@@ -18,14 +18,9 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from sr.data import pipeline
+from sr.loading.checkpoints import BEST_DIR, make_checkpoint
 from sr.train import distribute
-from sr.train.checkpoint import (
-    BEST_DIR,
-    make_checkpoint,
-    make_data_state,
-    make_guard_state,
-    make_manager,
-)
+from sr.train.checkpoint import make_data_state, make_guard_state, make_manager
 from sr.train.guard import DivergenceGuard, GuardSettings
 from sr.train.optimizers import ema_variables, make_optimizer, optimizer_choice
 from sr.train.parts import training_part

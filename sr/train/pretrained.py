@@ -1,14 +1,8 @@
-"""Models from PyTorch weight files where the project takes a run: the one place that tells a
-run folder from a weight file (``.pth``, ``.safetensors``) and gives, for either, the model and
-its config, as :func:`sr.train.checkpoint.load_model_from_run` does for a run.
-
-A weight file has no ``.hydra/config.yaml``; its config is what the tensors say
-(``sr.models.state_dicts``): ``model`` (the group's ``_target_`` and the hyperparameters read
-from the shapes), ``data.scale`` (4) and ``data.channels`` (``rgb`` for a 3-channel model), and
-``weights_file`` (the file, its architecture and what the reader was told). The scripts print
-that description; ``train.init_from=FILE`` and ``discriminator.init_from=FILE`` check the file
-against the run's config before any work and record it in ``<run>/init_from.json`` (path,
-size, SHA-256, architecture, hyperparameters, notes), beside the config that names it.
+"""PyTorch weight files a training run starts from: ``train.init_from=FILE`` and
+``discriminator.init_from=FILE`` checked against the run's config before any work (their
+architecture, hyperparameters, scale and channels) and recorded in ``<run>/init_from.json``
+(path, size, SHA-256, architecture, hyperparameters, notes), beside the config that names them.
+Reading a model from a file or a run folder is :mod:`sr.loading.models`'s.
 """
 
 from __future__ import annotations
@@ -21,18 +15,9 @@ from pathlib import Path
 import keras
 from omegaconf import DictConfig, OmegaConf
 
-from sr.cli import check_file_choices
 from sr.core.errors import ConfigError
 from sr.core.weightfiles import WeightFileError, is_weight_file, read_weights
-from sr.models.state_dicts import (
-    Found,
-    Loaded,
-    StateDictError,
-    describe,
-    detect,
-    load_file,
-)
-from sr.train.checkpoint import find_checkpoint, load_model_from_run
+from sr.models.state_dicts import Found, StateDictError, describe, detect
 
 log = logging.getLogger(__name__)
 
@@ -42,77 +27,11 @@ __all__ = [
     "RECORD",
     "check_discriminator_file",
     "check_init_file",
-    "file_config",
     "init_discriminator",
-    "is_weight_file",
-    "load_model",
     "record_init",
-    "source_checkpoint",
-    "source_home",
 ]
 
-
-def file_config(found: Found, path) -> DictConfig:
-    """The config of a model read from a weight file: ``model``, ``data.scale``,
-    ``data.channels`` (``rgb`` for 3 channels, ``y`` for 1) and ``weights_file``."""
-    return OmegaConf.create(
-        {
-            "model": dict(found.model),
-            "data": {"scale": found.scale, "channels": "rgb" if found.channels == 3 else "y"},
-            "weights_file": {"path": str(Path(path).resolve()), "arch": found.arch},
-        }
-    )
-
-
-def load_model(
-    source, checkpoint: str | None = None, weights: str = "auto", say=None
-) -> tuple[keras.Model, DictConfig, int]:
-    """The model of a run folder (:func:`sr.train.checkpoint.load_model_from_run`) or of a
-    PyTorch weight file (``sr.models.state_dicts.load_file``: a generator, x4).
-
-    Args:
-        source: a run directory of ``train.py``, or a ``.pth`` / ``.safetensors`` file.
-        checkpoint, weights: a run's choices; a weight file takes neither.
-        say: called with each line describing a weight file (architecture, hyperparameters,
-            parameter count, then the reader's notes: the wrapper taken, tensors cast); None:
-            logged.
-
-    Returns:
-        ``(model, cfg, step)``; for a file, ``cfg`` is :func:`file_config`, ``step`` 0, and
-        ``model.sr_weights`` / ``model.sr_checkpoint`` are ``pretrained`` and the file's name.
-
-    Raises:
-        RunDirError, RunFileError: a run that cannot be loaded.
-        WeightFileError, StateDictError: a file that cannot be read or is not a supported x4
-            generator (naming the file and the fix).
-        ValueError: ``checkpoint`` or ``weights`` given with a file.
-    """
-    if not is_weight_file(source):
-        return load_model_from_run(source, checkpoint, weights)
-    check_file_choices(source, checkpoint, weights)
-    loaded = load_file(source, kind="generator")
-    for line in describe_loaded(loaded):
-        (say or log.info)(line)
-    model = loaded.model
-    model.sr_weights, model.sr_checkpoint = "pretrained", Path(source).name
-    return model, file_config(loaded.found, source), 0
-
-
-def source_checkpoint(source, checkpoint: str | None = None) -> str:
-    """What results name as the checkpoint of ``source``: a run's chosen checkpoint prefix
-    (:func:`sr.train.checkpoint.find_checkpoint`), or the weight file itself."""
-    return str(source) if is_weight_file(source) else find_checkpoint(source, checkpoint)
-
-
-def source_home(source) -> Path:
-    """Where results of ``source`` go by default: the run folder, or ``outputs/<file stem>``
-    for a weight file (which has no run folder)."""
-    return Path("outputs") / Path(source).stem if is_weight_file(source) else Path(source)
-
-
-def describe_loaded(loaded: Loaded) -> list[str]:
-    """``<file>: rrdbnet generator x4 RGB: features=64 ...; N parameters`` and the notes."""
-    return [f"{loaded.file.path}: {loaded.describe()}", *(f"  {n}" for n in loaded.notes)]
+NOT_KEYS = ("_target_", "arch")  # of a Found.model: what names the architecture, not a key
 
 
 def _read(path, key: str, kind: str):
@@ -158,7 +77,7 @@ def check_init_file(cfg: DictConfig) -> dict:
             f"{k if k.startswith('data.') else 'model.' + k}: {a!r} -> {b!r}" for k, a, b in differ
         )
         fit = " ".join(
-            [f"model.{k}={v}" for k, v in found.model.items() if k != "_target_"]
+            [f"model.{k}={v}" for k, v in found.model.items() if k not in NOT_KEYS]
             + [
                 f"data.scale={found.scale}",
                 f"data.channels={'rgb' if found.channels == 3 else 'y'}",
@@ -258,6 +177,6 @@ def record_init(cfg: DictConfig, run_dir) -> dict:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         (Path(run_dir) / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         for role, r in record.items():
-            hyper = " ".join(f"{k}={v}" for k, v in r["model"].items() if k != "_target_")
+            hyper = " ".join(f"{k}={v}" for k, v in r["model"].items() if k not in NOT_KEYS)
             log.info("%s from %s (sha256 %s): %s", role, r["file"], r["sha256"][:12], hyper)
     return record

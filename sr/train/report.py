@@ -8,6 +8,7 @@ import logging
 import tensorflow as tf
 
 from sr.evaluation import METRICS
+from sr.models import registry
 from sr.train.schedule import current_lr
 from sr.train.timing import StepTimer
 
@@ -15,10 +16,10 @@ log = logging.getLogger("sr.train.loop")  # the timing lines as before (scripts 
 
 
 def describe_model(model_cfg) -> str:
-    """``build_edsr(blocks=8, features=32, ...)``: the builder and its configured arguments, which
-    tell apart models of one builder (``edsr_baseline`` and ``edsr_lite``) in HParams."""
-    args = ", ".join(f"{k}={v}" for k, v in model_cfg.items() if k != "_target_")
-    return f"{str(model_cfg._target_).rsplit('.', 1)[-1]}({args})"
+    """``edsr(features=32, blocks=8, ...)``: the architecture and its configured keys, which
+    tell apart presets of one architecture (``edsr_baseline`` and ``edsr_lite``) in HParams."""
+    args = ", ".join(f"{k}={v}" for k, v in registry.model_keys(model_cfg).items())
+    return f"{registry.spec_of(model_cfg).name}({args})"
 
 
 class Reporting:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from sr.loading.checkpoints import BEST_RECORD, best_dir, checkpoint_step, read_best
 from sr.train import distribute
 from sr.train.best import PSNR, BestRule
-from sr.train.checkpoint import BEST_RECORD, best_dir, checkpoint_step, read_best
 from sr.train.guard import DivergenceError
 from sr.train.validation import ValidationError
 

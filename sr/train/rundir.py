@@ -60,19 +60,13 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from sr.core.errors import RunDirError
 from sr.core.lock import FileLock, LockBusy
-from sr.core.runfiles import check_checkpoint, latest_checkpoint
-from sr.train.checkpoint import (
-    CHECKPOINT_DIR,
-    RunDirError,
-    check_resume_init_from,
-    find_checkpoint,
-    init_from_choice,
-    init_from_fix,
-    load_run_config,
-    read_best,
-)
-from sr.train.pretrained import check_init_file, is_weight_file
+from sr.core.runfiles import check_checkpoint, latest_checkpoint, load_run_config
+from sr.core.weightfiles import is_weight_file
+from sr.loading.checkpoints import CHECKPOINT_DIR, find_checkpoint, read_best
+from sr.train.checkpoint import check_resume_init_from, init_from_choice, init_from_fix
+from sr.train.pretrained import check_init_file
 
 LOCK_FILE = ".lock"
 REFUSED_EXIT_CODE = 2

@@ -11,17 +11,15 @@ import tensorflow as tf
 
 from sr.core.errors import ConfigError
 from sr.core.runfiles import RunFileError, check_checkpoint, describe, latest_checkpoint
-from sr.train import distribute
-from sr.train.checkpoint import (
+from sr.loading.checkpoints import (
     checkpoint_step,
     has_averages,
     has_part,
-    identity_json,
     make_checkpoint,
-    read_data_state,
     resume_candidates,
-    stream_changes,
 )
+from sr.train import distribute
+from sr.train.checkpoint import identity_json, read_data_state, stream_changes
 from sr.train.schedule import lr_at
 from sr.train.step import all_finite
 from sr.train.validation import ValidationError

@@ -19,16 +19,16 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import keras
 import numpy as np
 
 from sr.core.weightfiles import WeightFile, read_weights, write_safetensors
+from sr.models import registry
 from sr.models.state_dicts.base import Found, Layout, State, StateDictError
 
 __all__ = [
-    "LAYOUTS",
+    "NETWORKS",
     "Found",
     "Layout",
     "Loaded",
@@ -41,49 +41,23 @@ __all__ = [
     "save_file",
 ]
 
-HERE = Path(__file__).resolve().parent
 
-LAYOUTS = ("rrdbnet", "compact", "span", "edsr", "rlfn", "unet_sn", "vgg19")
-"""The layout modules of this package, in the order their ``detect`` is tried."""
+NETWORKS = ("unet_sn", "vgg19")
+"""The layout modules of this package: the networks of GAN training that are not SR models
+(the discriminator, the perceptual loss's VGG19); an SR architecture's layout is its package's
+(``ModelSpec.layout``, ``sr.models.registry``)."""
 
 DOC = "docs/pytorch.md"
 
 
 def layouts() -> list[Layout]:
-    """The layouts of the modules of :data:`LAYOUTS` present in this package (a module whose
-    file is absent is skipped; one that fails to import raises). A module is its own layout
-    (module-level ``arch``, ``kind``, ``detect``, ``build``, ``load``, ``dump``) or exposes one
-    as ``LAYOUT``."""
-    modules = [
-        importlib.import_module(f"{__name__}.{name}")
-        for name in LAYOUTS
-        if (HERE / f"{name}.py").is_file()
-    ]
-    return [getattr(m, "LAYOUT", m) for m in modules]
-
-
-BUILDERS = {
-    "rrdbnet": "sr.models.build_rrdbnet",
-    "compact": "sr.models.build_compact",
-    "span": "sr.models.build_span",
-    "edsr_baseline": "sr.models.build_edsr",
-    "rlfn": "sr.models.build_rlfn",
-}
-"""The builder (``model._target_``) of each generator layout whose module names none."""
-
-
-def targets(layout: Layout) -> tuple[str, ...]:
-    """The ``model`` group ``_target_`` builders a layout writes: its ``targets``, its
-    module's ``TARGET``, else its entry in :data:`BUILDERS`."""
-    own = getattr(layout, "targets", None)
-    if own:
-        return tuple(own)
-    if isinstance(layout, ModuleType):
-        module = layout
-    else:
-        module = importlib.import_module(type(layout).__module__)
-    target = getattr(module, "TARGET", None) or BUILDERS.get(layout.arch)
-    return (target,) if target else ()
+    """The layouts of every registered architecture that has one, then :data:`NETWORKS`, in
+    the order their ``detect`` is tried. A module is its own layout (module-level ``arch``,
+    ``kind``, ``detect``, ``build``, ``load``, ``dump``) or exposes one as ``LAYOUT``; one
+    that fails to import raises."""
+    names = [spec.layout for spec in registry.specs() if spec.layout]
+    names += [f"{__name__}.{name}" for name in NETWORKS]
+    return [getattr(m, "LAYOUT", m) for m in map(importlib.import_module, names)]
 
 
 def supported() -> str:
@@ -162,7 +136,7 @@ class Loaded:
 def describe(found: Found, model: keras.Model | None = None) -> str:
     """``rrdbnet generator x4 RGB: features=64 blocks=23 growth=32; 16,697,987 parameters``."""
     colour = {3: "RGB", 1: "1 channel"}.get(found.channels, f"{found.channels} channels")
-    hyper = " ".join(f"{k}={v}" for k, v in found.model.items() if k != "_target_")
+    hyper = " ".join(f"{k}={v}" for k, v in registry.model_keys(found.model).items())
     scale = f" x{found.scale}" if found.kind == "generator" else ""
     count = f"; {model.count_params():,} parameters" if model is not None else ""
     return f"{found.arch} {found.kind}{scale} {colour}: {hyper}{count}"
@@ -196,27 +170,27 @@ def load_file(path, kind: str | None = "generator") -> Loaded:
 
 def found_from_config(model_cfg: dict, scale: int, channels: int) -> tuple[Layout, Found]:
     """The layout and :class:`Found` of a run's model (``cfg.model`` as a plain dict, its
-    ``data.scale`` and image channels), for writing it as a state dict.
-
-    A layout names the builder it dumps in its module's ``TARGET`` (or ``targets``: the
-    ``_target_`` of the ``model`` group options it reads and writes).
+    ``data.scale`` and image channels), for writing it as a state dict: the layout its
+    architecture declares (``ModelSpec.layout``).
 
     Raises:
-        StateDictError: no layout writes the model's builder, or the scale is not 4.
+        StateDictError: the architecture has no PyTorch layout, or the scale is not 4.
     """
-    target = model_cfg.get("_target_")
-    for layout in layouts():
-        if target in targets(layout):
-            if scale != 4:
-                raise StateDictError(
-                    f"a x{scale} {layout.arch} model is not written as a PyTorch state dict: "
-                    "only x4 models are (the reference layouts of other scales differ)"
-                )
-            return layout, Found(layout.arch, layout.kind, dict(model_cfg), scale, channels)
-    written = ", ".join(t for m in layouts() for t in targets(m))
-    raise StateDictError(
-        f"no PyTorch layout for the model {target}; written here: {written or 'none'}"
-    )
+    spec = registry.spec_of(model_cfg)
+    if spec.layout is None:
+        written = ", ".join(s.name for s in registry.specs() if s.layout)
+        raise StateDictError(
+            f"no PyTorch layout for the model {spec.name}; written here: {written or 'none'}"
+        )
+    layout = importlib.import_module(spec.layout)
+    layout = getattr(layout, "LAYOUT", layout)
+    if scale != 4:
+        raise StateDictError(
+            f"a x{scale} {layout.arch} model is not written as a PyTorch state dict: "
+            "only x4 models are (the reference layouts of other scales differ)"
+        )
+    model = {"arch": spec.name, **registry.model_keys(model_cfg)}
+    return layout, Found(layout.arch, layout.kind, model, scale, channels)
 
 
 def save_file(path, model: keras.Model, layout: Layout, found: Found, metadata: dict) -> Path:

@@ -24,7 +24,7 @@ the conv before a pixel shuffle are permuted both ways (:func:`shuffle_order`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,8 +48,9 @@ class Found:
         arch: the layout's name (``rrdbnet``, ``compact``, ``span``, ``edsr_baseline``,
             ``rlfn``: the ``model`` group option it builds; ``unet_sn``, ``vgg19``).
         kind: ``generator`` (an SR model), ``discriminator`` or ``features`` (VGG).
-        model: the ``model`` (or ``discriminator``) group's keys that rebuild it, ``_target_``
-            included, e.g. ``{"_target_": "sr.models.build_rrdbnet", "features": 64, ...}``.
+        model: the ``model`` group's keys that rebuild it, ``arch`` (its registered name,
+            ``sr.models.registry``) included, e.g. ``{"arch": "rrdbnet", "features": 64, ...}``
+            (a discriminator's: the ``discriminator`` group's, with ``_target_``).
         scale: the upscaling factor (1 for a discriminator or VGG).
         channels: image channels in and out (3 for RGB, 1 for Y).
         notes: what the reader should be told (a layout variant, a conversion).
@@ -87,26 +88,6 @@ class Layout(Protocol):
     def dump(self, model: keras.Model, found: Found) -> dict[str, np.ndarray]:
         """The reference state dict of ``model``: C-contiguous float32 arrays."""
         ...
-
-
-def build_generator(builder: Callable[..., keras.Model], found: Found) -> keras.Model:
-    """The Keras model of a generator ``found``: ``builder(scale=, channels=, **keys)`` with the
-    ``model`` group's keys of ``found.model`` but ``_target_`` (the builder's arguments, as
-    Hydra's ``instantiate`` passes them for ``python train.py``), so that a file and a run of
-    the same hyperparameters build the same model.
-
-    Args:
-        builder: the architecture's builder (``sr.models.build_edsr``, ...): ``[B, h, w, C]``
-            in [0, 1] to ``[B, s h, s w, C]``.
-        found: what :meth:`Layout.detect` read (``found.scale``, ``found.channels``,
-            ``found.model``).
-
-    Raises:
-        TypeError or ValueError: as the builder, for a key it does not take or a value out of
-            its bounds.
-    """
-    keys = {k: v for k, v in found.model.items() if k != "_target_"}
-    return builder(scale=found.scale, channels=found.channels, **keys)
 
 
 def conv_in(w: np.ndarray) -> np.ndarray:

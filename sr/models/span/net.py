@@ -21,7 +21,7 @@ quadratically from block to block at initialisation, to exact zeros (and zero gr
 fourth block, where inputs of +-128 keep them alive. By default the centre is 0.5 and the output
 gets it back (+0.5, ``model.norm=centre``); the reference subtracts the DIV2K RGB mean (0.40 to
 0.45) and adds nothing to the output, which ``model.norm=div2k_mean`` reproduces exactly (the
-layout of ``sr.models.state_dicts.span`` builds the released models so); spandrel's variant
+layout of ``sr.models.span.layout`` builds the released models so); spandrel's variant
 without normalisation (its ``no_norm`` buffer) is ``model.norm=none model.img_range=1``.
 """
 
@@ -92,6 +92,18 @@ class Conv3XC(keras.layers.Layer):
         """Parameters of the fused 3x3 conv (the count the paper gives)."""
         return 9 * int(self.w1.shape[0]) * self.filters + self.filters
 
+    def reach(self) -> int:
+        """Pixels of its input each output pixel reads beside its own: 1 (one 3x3 conv), for
+        the tiler (``sr.inference.receptive_radius``)."""
+        return 1
+
+    def deployed(self) -> tuple[keras.layers.Layer, list]:
+        """The layer as deployed, a plain 3x3 ``Conv2D`` ('same'), and its weights: the fused
+        kernel and bias (``sr.models.layers.deployed``)."""
+        kernel, bias = self.fused()
+        conv = keras.layers.Conv2D(self.filters, 3, padding="same", name=self.name)
+        return conv, [keras.ops.convert_to_numpy(kernel), keras.ops.convert_to_numpy(bias)]
+
     def call(self, x):
         kernel, bias = self.fused()
         kernel = keras.ops.cast(kernel, x.dtype)
@@ -118,19 +130,11 @@ def spab(x, features: int):
     return out, out1, act1
 
 
-def build_span(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 48,
-    blocks: int = 6,
-    bicubic_skip: bool = False,
-    img_range: float = 255.0,
-    norm: str = "centre",
-    fuse_silu: bool = False,
-) -> keras.Model:
+def build_span(cfg, scale: int, channels: int) -> keras.Model:
     """Build SPAN (``conf/model/span.yaml``: the paper's x4 model, 52 features).
 
     Args:
+        cfg: its keys (``sr.models.span.SPANConfig``), each below as ``cfg.<key>``.
         scale: upscaling factor s (any integer >= 2: one pixel shuffle of s).
         channels: image channels C (1 for Y, 3 for RGB).
         features: channels of every block (paper: 52 at x4; the reference code's default 48).
@@ -150,13 +154,13 @@ def build_span(
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
-
-    Raises:
-        ValueError: for fewer than one block, an unknown ``norm``, or ``div2k_mean`` with other
-            than 3 channels.
     """
-    if blocks < 1:
-        raise ValueError(f"SPAN needs at least 1 block, got model.blocks={blocks}")
+    features = cfg.features
+    blocks = cfg.blocks
+    bicubic_skip = cfg.bicubic_skip
+    img_range = cfg.img_range
+    norm = cfg.norm
+    fuse_silu = cfg.fuse_silu
     mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")
     x = normalized(lr, mean, img_range)
@@ -175,35 +179,3 @@ def build_span(
     elif norm == "centre":
         x = keras.layers.Rescaling(1.0, offset=0.5)(x)
     return keras.Model(lr, float32_output(x), name=f"span_x{scale}")
-
-
-def reparameterize(model: keras.Model) -> keras.Model:
-    """The model as deployed: a copy of ``model`` in which every :class:`Conv3XC` is a plain
-    ``Conv2D`` (3x3, 'same') holding its fused kernel and bias, the paper's re-parameterisation
-    for inference; other layers keep their weights. The copy computes the same function (within
-    float32 rounding) with the parameters of :func:`sr.models.complexity.parameters`, and
-    converters (TFLite, ONNX) see plain convolutions. A model without Conv3XC is returned as is.
-
-    Args:
-        model: a functional Keras model (e.g. from :func:`build_span`).
-
-    Returns:
-        A functional Keras model of the same inputs and outputs.
-    """
-    fused = {id(la): la for la in model.layers if isinstance(la, Conv3XC)}
-    if not fused:
-        return model
-
-    def clone(layer):
-        if id(layer) in fused:
-            return keras.layers.Conv2D(layer.filters, 3, padding="same", name=layer.name)
-        return layer.__class__.from_config(layer.get_config())
-
-    copy = keras.models.clone_model(model, clone_function=clone)
-    for old, new in zip(model.layers, copy.layers):
-        if id(old) in fused:
-            kernel, bias = old.fused()
-            new.set_weights([keras.ops.convert_to_numpy(kernel), keras.ops.convert_to_numpy(bias)])
-        else:
-            new.set_weights(old.get_weights())
-    return copy

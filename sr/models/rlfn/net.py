@@ -22,7 +22,7 @@ hundred parameters fewer). As our other models, the input in [0, 1] is shifted b
 output back by +0.5 (``model.norm=centre``). The reference network has no normalisation of its
 own, and its released model takes [0, 255] (``test_demo.py`` feeds ``img_L * 255.`` and divides
 the output by 255): ``model.norm=none model.img_range=255`` is that computation exactly (the
-layout of ``sr.models.state_dicts.rlfn`` builds the official files so).
+layout of ``sr.models.rlfn.layout`` builds the official files so).
 
 The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``MIN_SIZE``).
 """
@@ -79,20 +79,11 @@ def rlfb(x, features: int, mid_features: int, esa_channels: int = 16):
     return esa(out, features, esa_channels)
 
 
-def build_rlfn(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 52,
-    mid_features: int | None = None,
-    blocks: int = 6,
-    esa_channels: int = 16,
-    bicubic_skip: bool = False,
-    norm: str = "centre",
-    img_range: float = 1.0,
-) -> keras.Model:
+def build_rlfn(cfg, scale: int, channels: int) -> keras.Model:
     """Build RLFN; the defaults are the paper's RLFN (``conf/model/rlfn.yaml``).
 
     Args:
+        cfg: its keys (``sr.models.rlfn.RLFNConfig``), each below as ``cfg.<key>``.
         scale: upscaling factor s (any integer >= 2: one pixel shuffle of s).
         channels: image channels C (1 for Y, 3 for RGB).
         features: channels between blocks (paper: 52 RLFN, 48 RLFN-S, 46 the challenge entry).
@@ -110,10 +101,14 @@ def build_rlfn(
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1] with h, w >= 15, output float32
         ``[B, s h, s w, C]``.
-
-    Raises:
-        ValueError: for an unknown ``norm``, or ``div2k_mean`` with other than 3 channels.
     """
+    features = cfg.features
+    mid_features = cfg.mid_features
+    blocks = cfg.blocks
+    esa_channels = cfg.esa_channels
+    bicubic_skip = cfg.bicubic_skip
+    norm = cfg.norm
+    img_range = cfg.img_range
     mid = int(mid_features or features)
     mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")

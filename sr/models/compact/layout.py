@@ -1,7 +1,7 @@
 """The state-dict layout of Real-ESRGAN's ``SRVGGNetCompact`` (``realesr-general-x4v3``,
-``realesr-animevideov3``; ``model=compact``, :func:`sr.models.build_compact`), as the reference
-class saves it (github.com/xinntao/Real-ESRGAN ``realesrgan/archs/srvgg_arch.py``; BasicSR's
-``basicsr/archs/srvgg_arch.py`` and spandrel's ``Compact`` hold the same keys):
+``realesr-animevideov3``; ``model=compact``, :func:`sr.models.compact.net.build_compact`), as the
+reference class saves it (github.com/xinntao/Real-ESRGAN ``realesrgan/archs/srvgg_arch.py``;
+BasicSR's ``basicsr/archs/srvgg_arch.py`` and spandrel's ``Compact`` hold the same keys):
 
 - ``body.0.weight`` ``[F, C, 3, 3]``, ``body.0.bias`` ``[F]``: the first conv;
 - ``body.{2k+1}.weight`` ``[F]``: the PReLU after conv k (``nn.PReLU(num_parameters=F)``), for
@@ -30,12 +30,11 @@ import re
 import keras
 import numpy as np
 
-from sr.models.compact import build_compact
+from sr.models.registry import build_model
 from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
-    build_generator,
     check_keys,
     conv_in,
     conv_out,
@@ -43,7 +42,6 @@ from sr.models.state_dicts.base import (
 )
 
 ARCH = "compact"
-TARGET = "sr.models.build_compact"
 SCALES = (4,)  # the scales this project reads (issue 34: x4 models only)
 CHANNELS = (1, 3)  # Y or RGB (data.channels)
 _BODY = re.compile(r"body\.(\d+)\.(weight|bias)$")
@@ -115,14 +113,14 @@ def detect(state: State) -> Found | None:
         raise _refuse(state, f"scale {scale}: {out} = {channels} x {scale}^2 output channels")
     if channels not in CHANNELS:
         raise _refuse(state, f"{channels} image channels")
-    model = {"_target_": TARGET, "features": features, "convs": (last - 2) // 2}
+    model = {"arch": ARCH, "features": features, "convs": (last - 2) // 2}
     model["activation"] = "prelu"
     return Found(ARCH, "generator", model, scale, channels)
 
 
 def build(found: Found) -> keras.Model:
-    """The Keras model of ``found`` (:func:`sr.models.build_compact`)."""
-    return build_generator(build_compact, found)
+    """The Keras model of ``found`` (:func:`sr.models.compact.net.build_compact`)."""
+    return build_model(found.model, found.scale, found.channels)
 
 
 def _parts(found: Found) -> tuple[int, int, int, int]:
@@ -175,7 +173,7 @@ def _layer(model: keras.Model, index: int) -> keras.layers.Layer:
     except ValueError as e:
         raise StateDictError(
             f"{model.name} has no layer body_{index}: it is not an SRVGGNetCompact of "
-            "sr.models.build_compact with these hyperparameters; nothing was loaded"
+            "sr.models.compact.net.build_compact with these hyperparameters; nothing was loaded"
         ) from e
 
 

@@ -8,7 +8,7 @@ channels inside the blocks (``block_1.c1_r.weight``), the blocks, ESA's channels
 (``block_1.esa.conv1.weight``), the image channels C and the scale (``upsampler.0.weight``
 ``[C s^2, F, 3, 3]``; only x4). The network has no normalisation, and the official release
 takes [0, 255] (``test_demo.py``: ``img_L * 255.``, the output over 255), which is not in the
-file: the Keras model is ``sr.models.build_rlfn`` with ``norm=none img_range=255``, that
+file: the Keras model is ``sr.models.rlfn.net.build_rlfn`` with ``norm=none img_range=255``, that
 computation exactly on [0, 1] (a file trained on [0, 1] needs ``model.img_range=1``).
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from sr.models.rlfn import build_rlfn
+from sr.models.registry import build_model
 from sr.models.state_dicts import pairs
-from sr.models.state_dicts.base import Found, State, StateDictError, build_generator
+from sr.models.state_dicts.base import Found, State, StateDictError
 
 arch = "rlfn"
 kind = "generator"
@@ -66,7 +66,7 @@ def detect(state: State) -> Found | None:
         "(model.img_range=255; a model trained on [0, 1] needs model.img_range=1)",
     )
     model = {
-        "_target_": "sr.models.build_rlfn",
+        "arch": arch,
         "features": features,
         "mid_features": None if mid == features else mid,
         "blocks": blocks,
@@ -79,8 +79,8 @@ def detect(state: State) -> Found | None:
 
 
 def build(found: Found) -> keras.Model:
-    """``sr.models.build_rlfn`` of ``found`` (input and output in [0, 1])."""
-    return build_generator(build_rlfn, found)
+    """``sr.models.rlfn.net.build_rlfn`` of ``found`` (input and output in [0, 1])."""
+    return build_model(found.model, found.scale, found.channels)
 
 
 def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:

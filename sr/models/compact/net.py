@@ -16,7 +16,7 @@ reference.
 parameters on RGB at x4 (``tests/test_compact.py``); ``realesr-animevideov3`` is
 ``model.convs=16``. The layers are named as the reference's ``body`` list (``body_0`` is
 ``body.0``, the first conv; ``body_1`` its activation; ...), which
-``sr.models.state_dicts.compact`` reads and writes. Convs start as Keras's default (Glorot
+``sr.models.compact.layout`` reads and writes. Convs start as Keras's default (Glorot
 uniform, zero bias; the reference keeps PyTorch's), PReLU slopes at 0.25 as PyTorch's.
 """
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import keras
 
+from sr.models.compact import ACTIVATIONS  # noqa: F401  (compact_activation's choices)
 from sr.models.layers import LeakyReLU, PixelShuffle, UpSampling2D, float32_output
-from sr.models.schemas import COMPACT_ACTIVATIONS as ACTIVATIONS
 
 LEAKY_SLOPE = 0.1  # the reference's negative slope for act_type='leakyrelu'
 PRELU_INIT = 0.25  # PyTorch's nn.PReLU init
@@ -43,18 +43,13 @@ def compact_activation(activation: str, name: str) -> keras.layers.Layer:
     return LeakyReLU(LEAKY_SLOPE, name=name)
 
 
-def build_compact(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 64,
-    convs: int = 16,
-    activation: str = "prelu",
-) -> keras.Model:
+def build_compact(cfg, scale: int, channels: int) -> keras.Model:
     """Build SRVGGNetCompact; the defaults are the reference class's (``realesr-animevideov3``'s
     body on Y); ``conf/model/compact.yaml`` is ``realesr-general-x4v3`` (32 convs, RGB with
     ``data.channels=rgb``).
 
     Args:
+        cfg: its keys (``sr.models.compact.CompactConfig``), each below as ``cfg.<key>``.
         scale: upscaling factor s, an integer >= 1 (``data.scale``; the released models are x4).
         channels: image channels C (1 for Y, 3 for RGB), in and out.
         features: channels of every body conv (``num_feat``; released models: 64).
@@ -64,18 +59,10 @@ def build_compact(
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
         Its layers ``body_0`` ... ``body_{2 convs + 2}`` are the reference's ``body`` list.
-
-    Raises:
-        ValueError: for an activation not in :data:`ACTIVATIONS`, fewer than 0 convs, fewer than
-            1 feature or a scale below 1 (naming the value).
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"model.activation={activation!r}: choose one of {', '.join(ACTIVATIONS)}"
-        )
-    for key, value, least in (("convs", convs, 0), ("features", features, 1), ("scale", scale, 1)):
-        if int(value) != value or value < least:
-            raise ValueError(f"SRVGGNetCompact needs an integer {key} >= {least}, got {value}")
+    features = cfg.features
+    convs = cfg.convs
+    activation = cfg.activation
     lr = keras.Input(shape=(None, None, channels), name="lr")
     x, index = lr, 0
     for _ in range(convs + 1):

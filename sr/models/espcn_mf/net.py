@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import keras
 
-from sr.core.frames import TARGETS, target_index
+from sr.core.frames import target_index
 from sr.models.align import GlobalAlign
-from sr.models.espcn import espcn_body
-from sr.models.schemas import ALIGNS, FUSION_INITS
+from sr.models.espcn.net import espcn_body
 
 
 @keras.saving.register_keras_serializable(package="sr")
 class StackFrames(keras.layers.Layer):
     """``[B, k, h, w, C]`` to ``[B, h, w, k C]``: frame j's channels at ``j C .. j C + C - 1``."""
+
+    def reach(self) -> int:
+        """Each output pixel reads its own pixels only (``sr.inference.receptive_radius``)."""
+        return 0
 
     def call(self, x):
         shape = keras.ops.shape(x)
@@ -78,28 +81,20 @@ class TargetFrameInit(keras.initializers.Initializer):
         return {"frames": self.frames, "target": self.target}
 
 
-def build_espcn_mf(
-    scale: int = 4,
-    frames: int = 3,
-    channels: int = 1,
-    features: tuple[int, int] = (64, 32),
-    activation: str = "tanh",
-    target_frame: int | str = TARGETS[0],
-    fusion_init: str = "target",
-    align: str = "global",
-) -> keras.Model:
-    """Build the early-fusion multi-frame ESPCN.
+def build_espcn_mf(cfg, scale: int, channels: int) -> keras.Model:
+    """Build the early-fusion multi-frame ESPCN of ``cfg``'s keys
+    (``sr.models.espcn_mf.ESPCNMFConfig``).
 
     Args:
         scale: upscaling factor r.
-        frames: k, LR frames per sample (``data.frames``); 1 gives ESPCN.
         channels: image channels C per frame (1 for the Y channel).
-        features: filters of the first two convolutions (paper: 64, 32).
-        activation: between convolutions (paper: tanh).
-        target_frame: the frame the output is the SR of, as ``data.target_frame``: ``last``,
+        cfg.frames: k, LR frames per sample (``data.frames``); 1 gives ESPCN.
+        cfg.features: filters of the first two convolutions (paper: 64, 32).
+        cfg.activation: between convolutions (paper: tanh).
+        cfg.target_frame: the frame the output is the SR of, as ``data.target_frame``: ``last``,
             ``center`` or an index 0..k-1 (used by ``fusion_init=target``).
-        fusion_init: ``target`` or ``glorot``, how the fusion convolution starts (module doc).
-        align: ``global``: register every frame to the target frame first
+        cfg.fusion_init: ``target`` or ``glorot``, how the fusion convolution starts (module doc).
+        cfg.align: ``global``: register every frame to the target frame first
             (:class:`sr.models.align.GlobalAlign`: one sub-pixel translation per frame, phase
             correlation and a Fourier shift); ``none``: fuse the frames as they are.
 
@@ -107,20 +102,9 @@ def build_espcn_mf(
         Keras model, input float ``[B, k, h, w, C]`` in [0, 1] (``[B, h, w, C]`` when
         ``frames=1``), output float32 ``[B, r h, r w, C]``: the SR of the window's target frame
         (which frame is the data's choice, ``data.target_frame``).
-
-    Raises:
-        ValueError: if ``frames`` < 1, ``target_frame`` is not a frame of the window or
-            ``fusion_init`` is not one of :data:`FUSION_INITS` or ``align`` of :data:`ALIGNS`.
     """
-    if frames < 1:
-        raise ValueError(f"frames must be >= 1 (data.frames), got {frames}")
-    if fusion_init not in FUSION_INITS:
-        raise ValueError(
-            f"model.fusion_init={fusion_init!r}: use one of {', '.join(FUSION_INITS)}"
-        )
-    if align not in ALIGNS:
-        raise ValueError(f"model.align={align!r}: use one of {', '.join(ALIGNS)}")
-    target = target_index(frames, target_frame)
+    frames, align, features = cfg.frames, cfg.align, tuple(cfg.features)
+    target = target_index(frames, cfg.target_frame)
     if frames == 1:
         lr = keras.Input(shape=(None, None, channels), name="lr")
         x = lr
@@ -129,7 +113,7 @@ def build_espcn_mf(
         x = GlobalAlign(target, name="align")(lr) if align == "global" else lr
         x = StackFrames(name="early_fusion")(x)
     init = "glorot_uniform"
-    if frames > 1 and fusion_init == "target":
+    if frames > 1 and cfg.fusion_init == "target":
         init = TargetFrameInit(frames, target)
-    out = espcn_body(x, scale, channels, features, activation, first_init=init)
+    out = espcn_body(x, scale, channels, features, cfg.activation, first_init=init)
     return keras.Model(lr, out, name=f"espcn_mf{frames}_x{scale}")

@@ -24,7 +24,7 @@ not offered here. Other scales are refused.
 
 The convolutions are named as the reference's modules, ``.`` written ``_`` (``conv_first``,
 ``body_0_rdb1_conv1``, ``conv_body``, ``conv_up1``, ``conv_hr``, ``conv_last``), so that
-``sr.models.state_dicts.rrdbnet`` moves BasicSR's state dict in and out by name; the
+``sr.models.rrdbnet.layout`` moves BasicSR's state dict in and out by name; the
 computation is the reference's at x4 (``tests/test_pytorch_rrdbnet.py``: within 1e-4 of
 BasicSR's and spandrel's).
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import keras
 
-from sr.core.errors import ConfigError
 from sr.models.layers import LeakyReLU, UpSampling2D, float32_output
 
 SLOPE = 0.2  # leaky ReLU's negative slope (paper)
@@ -78,17 +77,12 @@ def rrdb(x, features: int, growth: int, name: str | None = None):
     return keras.layers.Add()([x, keras.layers.Rescaling(RES_SCALE)(out)])
 
 
-def build_rrdbnet(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 64,
-    blocks: int = 23,
-    growth: int = 32,
-) -> keras.Model:
+def build_rrdbnet(cfg, scale: int, channels: int) -> keras.Model:
     """Build RRDBNet; the defaults are the architecture of Real-ESRGAN's ``RRDBNet_x4plus``
     (``conf/model/rrdbnet.yaml``; that model is RGB: ``channels=3``).
 
     Args:
+        cfg: its keys (``sr.models.rrdbnet.RRDBNetConfig``), each below as ``cfg.<key>``.
         scale: upscaling factor s: 2, 3, 4 (the paper's) or 8 (``data.scale``).
         channels: image channels C (1 for Y, 3 for RGB).
         features: channels of the trunk (paper: 64).
@@ -98,19 +92,10 @@ def build_rrdbnet(
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1] (any h, w), output float32
         ``[B, s h, s w, C]`` (unclipped).
-
-    Raises:
-        ConfigError: for a scale other than 2, 3, 4 and 8 (naming ``data.scale``), or fewer
-            than one block, feature or growth channel.
     """
-    if scale not in STAGES:
-        raise ConfigError(
-            f"model=rrdbnet supports data.scale 2, 3, 4 and 8 (nearest-neighbour upsampling "
-            f"stages), got data.scale={scale}"
-        )
-    for key, value in (("blocks", blocks), ("features", features), ("growth", growth)):
-        if value < 1:
-            raise ConfigError(f"model.{key} must be at least 1 for model=rrdbnet, got {value}")
+    features = cfg.features
+    blocks = cfg.blocks
+    growth = cfg.growth
     lr = keras.Input(shape=(None, None, channels), name="lr")
     head = _conv(features, "conv_first")(lr)
     x = head

@@ -12,9 +12,9 @@ Every layout is renamed to BasicSR's keys (``conv_first``, ``body.N.rdbK.convM``
 features (``conv_first`` out), growth (``body.0.rdb1.conv1`` out), blocks (the ``body.N``),
 image channels (``conv_first`` in, ``conv_last`` out) and scale (x4: two upsampling convs and
 as many input channels as output; BasicSR's x2 and x1 pixel-unshuffle the input, giving 4 or 16
-times as many). Only x4 is read. The project's builder is :func:`sr.models.build_rrdbnet`,
-whose convolutions carry the same names (``.`` written ``_``). A model is written back in
-BasicSR's layout, which BasicSR's class loads with ``strict=True`` and spandrel reads.
+times as many). Only x4 is read. The project's builder is
+:func:`sr.models.rrdbnet.net.build_rrdbnet`, whose convolutions carry the same names (``.``
+written ``_``). A model is written back in BasicSR's layout, which BasicSR's class loads with ``strict=True`` and spandrel reads.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ import re
 import keras
 import numpy as np
 
-from sr.models.rrdbnet import build_rrdbnet
+from sr.models.registry import build_model
 from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
-    build_generator,
     check_keys,
     conv_in,
     conv_out,
@@ -37,8 +36,6 @@ from sr.models.state_dicts.base import (
 
 arch = "rrdbnet"
 kind = "generator"
-targets = ("sr.models.build_rrdbnet",)
-TARGET = targets[0]
 
 ESRGAN_2019 = [  # ESRGAN's RRDBNet_arch.py of 2019 (and BSRGAN) -> BasicSR's names
     (r"^RRDB_trunk\.(\d+)\.RDB(\d)\.conv(\d)\.", r"body.\1.rdb\2.conv\3."),
@@ -117,7 +114,7 @@ def detect(state: State) -> Found | None:
         raise StateDictError(f"{found}: 3 (RGB) or 1 in and out are read")
     blocks = len({k.split(".")[1] for k in s if k.startswith("body.")})
     model = {
-        "_target_": TARGET,
+        "arch": arch,
         "features": int(s["conv_first.weight"].shape[0]),
         "blocks": blocks,
         "growth": int(s["body.0.rdb1.conv1.weight"].shape[0]),
@@ -147,8 +144,8 @@ def shapes(found: Found) -> dict[str, tuple[int, ...]]:
 
 
 def build(found: Found) -> keras.Model:
-    """:func:`sr.models.build_rrdbnet` of ``found`` at x4."""
-    return build_generator(build_rrdbnet, found)
+    """:func:`sr.models.rrdbnet.net.build_rrdbnet` of ``found`` at x4."""
+    return build_model(found.model, found.scale, found.channels)
 
 
 def check(state: State, found: Found) -> None:

@@ -8,7 +8,7 @@ Read from the keys and shapes: the features F (``conv_first.weight`` ``[F, C, 3,
 blocks, the image channels C and the scale (the upsample stages; only x4). Not in the file:
 ``img_range`` (BasicSR's default 255 is taken), the RGB mean (BasicSR's default, the DIV2K mean)
 and ``res_scale``, taken as BasicSR's options files set it: 0.1 for EDSR-L (256 features,
-32 blocks), 1 otherwise. The Keras model is ``sr.models.build_edsr`` with
+32 blocks), 1 otherwise. The Keras model is ``sr.models.edsr.net.build_edsr`` with
 ``norm=div2k_mean img_range=255``: BasicSR's function exactly.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from sr.models.edsr import build_edsr
+from sr.models.registry import build_model
 from sr.models.state_dicts import pairs
-from sr.models.state_dicts.base import Found, State, StateDictError, build_generator
+from sr.models.state_dicts.base import Found, State, StateDictError
 
 arch = "edsr_baseline"
 kind = "generator"
@@ -72,7 +72,7 @@ def detect(state: State) -> Found | None:
         "features and 32 blocks, 1 otherwise; set model.res_scale if the file's differs)",
     )
     model = {
-        "_target_": "sr.models.build_edsr",
+        "arch": "edsr",  # the registered architecture (its layout is named edsr_baseline)
         "features": features,
         "blocks": blocks,
         "res_scale": res_scale,
@@ -85,8 +85,8 @@ def detect(state: State) -> Found | None:
 
 
 def build(found: Found) -> keras.Model:
-    """``sr.models.build_edsr`` of ``found`` (input and output in [0, 1])."""
-    return build_generator(build_edsr, found)
+    """``sr.models.edsr.net.build_edsr`` of ``found`` (input and output in [0, 1])."""
+    return build_model(found.model, found.scale, found.channels)
 
 
 def _slots(model: keras.Model, blocks: int) -> list[pairs.Slot]:

@@ -7,7 +7,7 @@ subtracts the DIV2K RGB mean; on the Y channel in [0, 1] we subtract 0.5 and add
 (``model.norm=centre``). BasicSR's ``EDSR`` (``basicsr/archs/edsr_arch.py``) computes
 ``conv_last(...) / img_range + rgb_mean`` of ``(x - rgb_mean) * img_range`` with the DIV2K RGB
 mean and ``img_range`` 255: ``model.norm=div2k_mean model.img_range=255`` is that model exactly
-(the layout of ``sr.models.state_dicts.edsr`` builds BasicSR's files so).
+(the layout of ``sr.models.edsr.layout`` builds BasicSR's files so).
 
 One builder, :func:`build_edsr`, makes every variant; a variant is a configuration of it:
 
@@ -41,28 +41,17 @@ def _upsample(x, scale: int, features: int, channels: int, direct: bool):
     if direct:
         x = keras.layers.Conv2D(channels * scale * scale, 3, padding="same")(x)
         return PixelShuffle(scale)(x)
-    if scale not in _STAGES:
-        raise ValueError(f"EDSR supports scales 2, 3, 4 and 8, got {scale}")
     for r in _STAGES[scale]:
         x = keras.layers.Conv2D(features * r * r, 3, padding="same")(x)
         x = PixelShuffle(r)(x)
     return keras.layers.Conv2D(channels, 3, padding="same")(x)
 
 
-def build_edsr(
-    scale: int = 4,
-    channels: int = 1,
-    features: int = 64,
-    blocks: int = 16,
-    res_scale: float = 1.0,
-    direct_upsample: bool = False,
-    bicubic_skip: bool = False,
-    norm: str = "centre",
-    img_range: float = 1.0,
-) -> keras.Model:
+def build_edsr(cfg, scale: int, channels: int) -> keras.Model:
     """Build EDSR; the defaults are the paper's baseline (``conf/model/edsr_baseline.yaml``).
 
     Args:
+        cfg: its keys (``sr.models.edsr.EDSRConfig``), each below as ``cfg.<key>``.
         scale: upscaling factor (2, 3, 4 or 8; any with ``direct_upsample``).
         channels: image channels (1 for Y).
         features: filters of every convolution of the body.
@@ -78,11 +67,14 @@ def build_edsr(
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
-
-    Raises:
-        ValueError: for an unsupported scale, an unknown ``norm``, or ``div2k_mean`` with other
-            than 3 channels.
     """
+    features = cfg.features
+    blocks = cfg.blocks
+    res_scale = cfg.res_scale
+    direct_upsample = cfg.direct_upsample
+    bicubic_skip = cfg.bicubic_skip
+    norm = cfg.norm
+    img_range = cfg.img_range
     mean = input_mean(norm, channels)
     lr = keras.Input(shape=(None, None, channels), name="lr")
     x = normalized(lr, mean, img_range)

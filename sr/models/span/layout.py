@@ -8,7 +8,7 @@ forward recomputes from the branches at every call.
 Read from the keys and shapes: the features (``conv_1.sk.weight`` ``[F, C, 1, 1]``), the image
 channels C, the scale (``upsampler.0.weight`` ``[C s^2, F, 3, 3]``; only x4) and the
 normalisation: ``(x - DIV2K RGB mean) * 255`` as the reference, or none where spandrel's
-``no_norm`` buffer is present. The Keras model is ``sr.models.build_span`` with
+``no_norm`` buffer is present. The Keras model is ``sr.models.span.net.build_span`` with
 ``norm=div2k_mean`` (or ``none``): the reference's function exactly.
 """
 
@@ -19,13 +19,13 @@ import logging
 import keras
 import numpy as np
 
-from sr.models.span import Conv3XC, build_span
+from sr.models.registry import build_model
+from sr.models.span.net import Conv3XC
 from sr.models.state_dicts import pairs
 from sr.models.state_dicts.base import (
     Found,
     State,
     StateDictError,
-    build_generator,
     conv_out,
 )
 
@@ -83,7 +83,7 @@ def detect(state: State) -> Found | None:
         "forward does",
     )
     model = {
-        "_target_": "sr.models.build_span",
+        "arch": arch,
         "features": features,
         "blocks": blocks,
         "bicubic_skip": False,
@@ -95,8 +95,8 @@ def detect(state: State) -> Found | None:
 
 
 def build(found: Found) -> keras.Model:
-    """``sr.models.build_span`` of ``found`` (input and output in [0, 1])."""
-    return build_generator(build_span, found)
+    """``sr.models.span.net.build_span`` of ``found`` (input and output in [0, 1])."""
+    return build_model(found.model, found.scale, found.channels)
 
 
 def _conv3xc(prefix: str, layer: Conv3XC) -> list[pairs.Slot]:

@@ -13,25 +13,20 @@ import keras
 from sr.models.layers import PixelShuffle, float32_output
 
 
-def build_espcn(
-    scale: int = 4,
-    channels: int = 1,
-    features: tuple[int, int] = (64, 32),
-    activation: str = "tanh",
-) -> keras.Model:
+def build_espcn(cfg, scale: int, channels: int) -> keras.Model:
     """Build ESPCN.
 
     Args:
+        cfg: its keys (``sr.models.espcn.ESPCNConfig``): ``features``, the filters of the first
+            two convolutions (paper: 64, 32); ``activation``, between convolutions (paper: tanh).
         scale: upscaling factor r.
         channels: image channels C (1 for the Y channel).
-        features: filters of the first two convolutions (paper: 64, 32).
-        activation: between convolutions (paper: tanh).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, r h, r w, C]``.
     """
     lr = keras.Input(shape=(None, None, channels), name="lr")
-    out = espcn_body(lr, scale, channels, features, activation)
+    out = espcn_body(lr, scale, channels, tuple(cfg.features), cfg.activation)
     return keras.Model(lr, out, name=f"espcn_x{scale}")
 
 
