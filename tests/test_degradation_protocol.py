@@ -143,3 +143,16 @@ def test_the_data_code_compares_no_degradation_name_and_probes_no_member():
                 if re.search(r"degradation\.name\s*[!=]=|getattr\(\w*\.?degradation\b", line):
                     found.append(f"{path.relative_to(PROJECT_ROOT)}:{n}: {line.strip()}")
     assert not found, found
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+@pytest.mark.parametrize(
+    "keys", [{}, {"margin": 36}, {"gt_usm": False, "pool_size": 16}, {"margin": 0}]
+)
+def test_the_declared_geometry_is_the_class_s(keys, scale):
+    """``realesrgan_params.geometry`` (the config's check, no TensorFlow) gives what the class
+    gives: its ``crop_margin``, ``least_crop`` and ``pool_size``."""
+    spec = registry.get("realesrgan")
+    d = RealESRGAN(**keys)
+    assert spec.geometry(keys, scale) == (d.crop_margin(scale), d.least_crop(scale), d.pool_size)
+    assert registry.get("bicubic").geometry is None  # no data key can break bicubic
