@@ -34,6 +34,11 @@ from sr.core.errors import ConfigError
         ),
         (("data=sequence", "data.pool_frames=8"), "data.pool_frames must be >= 15"),
         (
+            ("data=sequence", "data.target_frame=3"),
+            "data.target_frame=3 is not a frame of the window of data.frames=3",
+        ),
+        (("data=sequence", "data.frames=4", "data.target_frame=center"), "center needs an odd"),
+        (
             ("degradation=realesrgan", "degradation.margin=30"),
             "degradation.margin=30 is not a multiple of data.scale 4: use 28 or 32",
         ),

@@ -17,6 +17,7 @@ from omegaconf import MISSING
 
 from sr.core.errors import ConfigError
 from sr.core.schema import bounded, check_node
+from sr.core.target_frame import target_index
 from sr.degradations import registry as degradation_registry
 
 FLIPS = ("hv", "h", "none")
@@ -198,6 +199,11 @@ def sequence_rules(d: Mapping) -> str | None:
             "crops in Python inside the training process; drop data.service"
         )
     frames, workers, pool = d.get("frames"), d.get("decode_workers"), d.get("pool_frames")
+    if isinstance(frames, int) and frames > 0 and "target_frame" in d:
+        try:  # a frame of the window (center: an odd window)
+            target_index(frames, d["target_frame"])
+        except ValueError as e:
+            return str(e)
     if isinstance(frames, int) and isinstance(workers, int) and "pool_frames" in d:
         need = frames * (1 + 2 * workers)
         if pool is None or isinstance(pool, bool) or pool < need:
