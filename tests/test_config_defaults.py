@@ -1,16 +1,19 @@
 """One place for a default: a YAML option of ``conf/`` sets only the keys where it differs from
 its schema (``sr.config``), and a schema's defaults are its builder's (``sr.models.schemas``
 against the builders' signatures), so that a default changed in one place cannot silently
-disagree with a copy in another."""
+disagree with a copy in another; an experiment of ``conf/experiment/`` sets only what its group
+options do not already give."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 
 import hydra
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 import sr.config as C
 from sr.degradations.realesrgan import Options, Params, RealESRGAN
@@ -132,3 +135,64 @@ def test_the_degradation_schema_is_its_class():
         assert _same(_default(f), _default(own[name])), name
         assert f.metadata == own[name].metadata, name
     RealESRGAN(**{k: _default(f) for k, f in fields.items()})  # every default within its bounds
+
+
+# ------------------------------------------------------------------------------------------------
+# conf/experiment/: a recipe sets only what differs from what its group options give
+# ------------------------------------------------------------------------------------------------
+EXPERIMENTS = sorted((C.PROJECT_ROOT / "conf" / "experiment").glob("*.yaml"))
+COMPOSED = C.PROJECT_ROOT / "tests" / "fixtures" / "experiments_composed.json"
+
+
+def _leaves(node: dict, prefix: str = ""):
+    """``(dotted key, value)`` of every leaf of an experiment's YAML but its defaults list."""
+    for key, value in node.items():
+        if key == "defaults":
+            continue
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _at(container, key: str):
+    for part in key.split("."):
+        if not isinstance(container, dict) or part not in container:
+            return KeyError
+        container = container[part]
+    return container
+
+
+def _without_own_keys(node: dict):
+    """The config an experiment's defaults list alone gives (its group options, or the
+    experiment it extends), interpolations unresolved."""
+    overrides = []
+    for entry in node.get("defaults", []):
+        if isinstance(entry, str):
+            overrides += [f"experiment={entry}"] if entry != "_self_" else []
+        else:
+            overrides += [f"{k.replace('override /', '')}={v}" for k, v in entry.items()]
+    return OmegaConf.to_container(C.compose(*overrides), resolve=False)
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_an_experiment_restates_nothing_it_gets_anyway(path):
+    """A key of ``conf/experiment/<name>.yaml`` differs from what the experiment's group options
+    (their schemas' defaults and presets) already give: a default is written in one place."""
+    node = yaml.safe_load(path.read_text())
+    base = _without_own_keys(node)
+    restated = [k for k, v in _leaves(node) if _same(v, _at(base, k))]
+    assert not restated, (
+        f"conf/experiment/{path.name} restates what its options give: {', '.join(restated)}; "
+        "drop them from the YAML"
+    )
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_an_experiment_composes_as_before_its_restated_keys_went(path):
+    """Every key the experiments set before their restated defaults were dropped (issue 44)
+    composes to the value it had then (``tests/fixtures/experiments_composed.json``)."""
+    saved = json.loads(COMPOSED.read_text())[path.stem]
+    now = OmegaConf.to_container(C.compose(f"experiment={path.stem}"), resolve=False)
+    changed = {k: (v, _at(now, k)) for k, v in saved.items() if not _same(v, _at(now, k))}
+    assert not changed, f"experiment={path.stem} composes otherwise (before, now): {changed}"
