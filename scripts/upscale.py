@@ -6,7 +6,7 @@
     python scripts/upscale.py <export folder> <input> <output> --backend tflite|onnx
 
 A ``.pth`` or ``.safetensors`` file in place of the run is read as PyTorch weights
-(``sr.train.pretrained``, docs/pytorch.md): its architecture, hyperparameters and parameter
+(``sr.loading.models``, docs/pytorch.md): its architecture, hyperparameters and parameter
 count are printed, and it runs on R, G and B as an RGB run does.
 
 ``--backend keras`` (the default) runs the run's checkpoint; ``--backend tflite`` or ``onnx``

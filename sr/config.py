@@ -265,6 +265,7 @@ def check_overrides(overrides) -> None:
             for ``<group>=<option>`` (a sweep's options too) without
             ``conf/<group>/<option>.yaml``.
     """
+    registry.import_plugins(registry.plugins_of(overrides))  # their models are options
     for override in overrides:
         text = str(override)
         key, _, value = text.lstrip("+~").partition("=")
@@ -274,7 +275,7 @@ def check_overrides(overrides) -> None:
         if key not in (*GROUPS, "experiment") or not value or text.startswith("~") or "(" in value:
             continue
         choices = group_choices(key)
-        for option in (v.strip() for v in value.split(",")):  # a sweep: model=espcn,rlfn
+        for option in (v.strip() for v in value.split(",")):  # a sweep: model=espcn,span
             if option not in choices and not (key == "experiment" and option == "null"):
                 raise ConfigError(
                     f"{key}={option}: the {key} group has no option {option!r}; choose one of "

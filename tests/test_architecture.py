@@ -120,6 +120,40 @@ def test_no_sys_path_edits_and_no_command_needs_tests():
     assert not found, "sys.path edited or tests/ imported: " + "; ".join(found)
 
 
+def train_imports(source: str) -> list[int]:
+    """Lines of ``source`` that import ``sr.train`` (or a module of it), at any depth."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        if any(n == "sr.train" or n.startswith("sr.train.") for n in names):
+            lines.append(node.lineno)
+        elif node.__class__ is ast.ImportFrom and node.module == "sr":
+            lines += [node.lineno] * any(a.name == "train" for a in node.names)
+    return lines
+
+
+def test_the_commands_that_read_runs_import_no_training_app():
+    """``scripts/`` load, evaluate, upscale and export models through ``sr.loading`` and the
+    layers below it: none imports ``sr.train`` (the package's own layers are import-linter's
+    ``forbidden`` contract); a check that catches each way of writing the import."""
+    found = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in python_files("scripts")
+        if p.parent.name == "scripts"  # train.py, the app's entry point, is not one of them
+        for line in train_imports(p.read_text())
+    ]
+    assert not found, "scripts import the training app: " + ", ".join(found)
+    caught = ("import sr.train.app\n", "from sr.train import loop\n", "from sr import train\n")
+    for source in (*caught, "def f():\n    from sr.train.checkpoint import x\n"):
+        assert train_imports(source), source
+    assert not train_imports("from sr.loading.models import load_model\nimport sr.trainer\n")
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -1,7 +1,7 @@
 """A trained model written as PyTorch weights: ``scripts/export.py RUN DIR --format
 safetensors`` writes ``DIR/model.safetensors``, the reference architecture's state dict
-(``sr.models.state_dicts``: for RRDBNet BasicSR's ``RRDBNet`` keys, which BasicSR's class loads
-with ``strict=True`` and spandrel's ``ModelLoader`` reads), and ``DIR/export.json``.
+(the layout its architecture declares, ``sr.models.registry``: the keys of the official class,
+which it loads with ``strict=True`` and spandrel's ``ModelLoader`` reads), and ``DIR/export.json``.
 
 The file's ``__metadata__`` holds ``format: pt`` (the Hugging Face convention for a PyTorch
 state dict), ``arch``, the hyperparameters (``model``, JSON), ``scale``, ``channels`` (``rgb``,

@@ -174,5 +174,5 @@ def source_home(source) -> Path:
 
 
 def describe_loaded(loaded: Loaded) -> list[str]:
-    """``<file>: rrdbnet generator x4 RGB: features=64 ...; N parameters`` and the notes."""
+    """``<file>: span generator x4 RGB: features=52 ...; N parameters`` and the notes."""
     return [f"{loaded.file.path}: {loaded.describe()}", *(f"  {n}" for n in loaded.notes)]

@@ -107,7 +107,7 @@ class UpSampling2D(keras.layers.UpSampling2D):
     :func:`bicubic_upscale_graph` (``ResizeBicubic`` has no XLA kernel). Nearest with equal
     integer factors s is ``depth_to_space`` of s^2 copies of the channels (the same values):
     Keras's ``repeat`` loses the static shape, and a TFLite converter then fails on the next
-    convolution ("'tf.Conv2D' op is neither a custom op nor a flex op": RRDBNet's upsampler).
+    convolution ("'tf.Conv2D' op is neither a custom op nor a flex op": a nearest x2 upsampler).
     """
 
     def call(self, x):

@@ -4,12 +4,12 @@ its schema (the only place its defaults are written) and its builder, and option
 state-dict layout; its Keras network is in ``net.py``, imported on the first build.
 
     @dataclass
-    class RLFNConfig(ModelConfig):
-        features: int = bounded(52, minimum=1, integer=True)  # channels between blocks
+    class SPANConfig(ModelConfig):
+        features: int = bounded(48, minimum=1, integer=True)  # channels of every block
         ...
 
-    SPEC = register(ModelSpec("rlfn", RLFNConfig, build="sr.models.rlfn.net:build_rlfn",
-                              layout="sr.models.rlfn.layout", local=False))
+    SPEC = register(ModelSpec("span", SPANConfig, build="sr.models.span.net:build_span",
+                              layout="sr.models.span.layout"))
 
 Every subpackage of ``sr.models`` with a ``SPEC`` is found by :func:`names` (no list to edit); a
 package outside ``sr`` (a user's) is registered by importing it: ``python train.py
@@ -19,7 +19,7 @@ that only differ from a schema (``defaults: [base_<arch>]``); ``model=<arch>`` w
 gives the schema's defaults.
 
 The model config names its architecture by ``model.arch``; a run saved before the registry names
-its builder by ``model._target_`` (``sr.models.build_rlfn``), read here as the spec whose
+its builder by ``model._target_`` (``sr.models.build_span``), read here as the spec whose
 ``legacy_targets`` hold it.
 """
 
@@ -244,7 +244,7 @@ def build_model(model: Mapping, scale: int, channels: int):
     values or an OmegaConf node, interpolations resolved).
 
     Args:
-        model: ``{"arch": "rlfn", "features": 52, ...}`` (keys left out take the schema's
+        model: ``{"arch": "span", "features": 52, ...}`` (keys left out take the schema's
             defaults); a legacy node with ``_target_`` (:func:`spec_of`).
         scale: the upscaling factor (``data.scale``).
         channels: image channels in and out: 1 (Y) or 3 (RGB).

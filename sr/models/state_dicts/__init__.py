@@ -25,7 +25,7 @@ import numpy as np
 
 from sr.core.weightfiles import WeightFile, read_weights, write_safetensors
 from sr.models import registry
-from sr.models.state_dicts.base import Found, Layout, State, StateDictError
+from sr.models.state_dicts.base import Found, Layout, State, StateDictError, check_layers
 
 __all__ = [
     "NETWORKS",
@@ -61,7 +61,7 @@ def layouts() -> list[Layout]:
 
 
 def supported() -> str:
-    """The architectures read here, for messages: ``rrdbnet (generator), ...``."""
+    """The architectures read here, for messages: ``span (generator), ...``."""
     return ", ".join(f"{m.arch} ({m.kind})" for m in layouts())
 
 
@@ -90,6 +90,10 @@ def detect(state: State, path=None, kind: str | None = None) -> tuple[Layout, Fo
             another kind than ``kind`` (a discriminator given as an SR model).
     """
     where = f"{path}: " if path is not None else ""
+    try:
+        check_layers(state)
+    except StateDictError as e:
+        raise StateDictError(f"{where}{e}") from None
     for layout in layouts():
         try:
             found = layout.detect(state)
@@ -134,7 +138,7 @@ class Loaded:
 
 
 def describe(found: Found, model: keras.Model | None = None) -> str:
-    """``rrdbnet generator x4 RGB: features=64 blocks=23 growth=32; 16,697,987 parameters``."""
+    """``span generator x4 RGB: features=52 blocks=6 ...; 498,... parameters``."""
     colour = {3: "RGB", 1: "1 channel"}.get(found.channels, f"{found.channels} channels")
     hyper = " ".join(f"{k}={v}" for k, v in registry.model_keys(found.model).items())
     scale = f" x{found.scale}" if found.kind == "generator" else ""

@@ -45,11 +45,11 @@ class Found:
     """What :meth:`Layout.detect` read from a state dict's keys and shapes.
 
     Attributes:
-        arch: the layout's name (``rrdbnet``, ``compact``, ``span``, ``edsr_baseline``,
-            ``rlfn``: the ``model`` group option it builds; ``unet_sn``, ``vgg19``).
+        arch: the layout's name (the ``model`` group option it builds: ``span``,
+            ``edsr_baseline``, ...; ``unet_sn``, ``vgg19``).
         kind: ``generator`` (an SR model), ``discriminator`` or ``features`` (VGG).
         model: the ``model`` group's keys that rebuild it, ``arch`` (its registered name,
-            ``sr.models.registry``) included, e.g. ``{"arch": "rrdbnet", "features": 64, ...}``
+            ``sr.models.registry``) included, e.g. ``{"arch": "span", "features": 52, ...}``
             (a discriminator's: the ``discriminator`` group's, with ``_target_``).
         scale: the upscaling factor (1 for a discriminator or VGG).
         channels: image channels in and out (3 for RGB, 1 for Y).
@@ -112,6 +112,41 @@ def shuffle_order(channels: int, scale: int) -> np.ndarray:
 SHOWN = 5  # keys named per kind of fault in a refusal
 
 
+def check_layers(state: State) -> None:
+    """Refuse a state dict whose layers disagree within themselves: a ``<layer>.weight``
+    (``<layer>.weight_orig`` under spectral norm) whose output channels (its first dimension:
+    ``Conv2d`` ``[out, in, kh, kw]``, ``Linear`` ``[out, in]``, a norm's ``[C]``) are not its
+    ``<layer>.bias``'s length. Run before any layout reads a hyperparameter from a shape, so an
+    edited or damaged tensor is named as such, not read as another model (issue 46: a
+    ``conv_last.weight`` of 4 output channels beside its bias of 3 was "an RRDBNet with 3 input
+    and 4 output channels"). A tensor that disagrees with the layers around it (a conv's input
+    channels) is named with both shapes by :func:`check_keys` once the model is known.
+
+    Raises:
+        StateDictError: naming each such layer's two tensors and their shapes (the first
+            :data:`SHOWN`).
+    """
+    wrong = []
+    for key, bias in state.items():
+        if not key.endswith(".bias") or np.ndim(bias) != 1:
+            continue
+        layer = key[: -len(".bias")]
+        name = next((f"{layer}.{w}" for w in ("weight", "weight_orig") if f"{layer}.{w}" in state),
+                    None)  # fmt: skip
+        weight = state.get(name) if name else None
+        if weight is not None and np.ndim(weight) >= 1 and np.shape(weight)[0] != len(bias):
+            wrong.append(f"{name} {list(np.shape(weight))} has {np.shape(weight)[0]} output "
+                         f"channels, {key} {list(np.shape(bias))} {len(bias)}")  # fmt: skip
+    if wrong:
+        listed = "; ".join(wrong[:SHOWN]) + (
+            f"; and {len(wrong) - SHOWN} more" if len(wrong) > SHOWN else ""
+        )
+        raise StateDictError(
+            f"tensors of one layer disagree: {listed}; the file is damaged or was edited: "
+            "download it again, or check it against the checksum its release lists"
+        )
+
+
 def check_keys(
     state: State, want: Mapping[str, tuple[int, ...]], what: str, fix: str, ignore: Iterable = ()
 ) -> None:
@@ -121,7 +156,7 @@ def check_keys(
     Args:
         state: the state dict read from the file.
         want: key -> shape (PyTorch's) of the model as detected.
-        what: the model, as the message names it (``the SRVGGNetCompact model as detected``).
+        what: the model, as the message names it (``the SPAN model as detected``).
         fix: what to do, appended to the message.
         ignore: keys a file may hold that the model does not read (a classifier, buffers).
 
