@@ -130,3 +130,33 @@ def test_upscale_says_folder(tmp_path, capsys):
     assert upscale.main([str(folder), str(image), str(tmp_path / "o.png")]) == 2
     err = capsys.readouterr().err
     assert "is a folder where a weight file was expected" in err and "holds nothing" in err
+
+
+def test_a_tensor_of_the_wrong_shape_is_named_not_read_as_another_model(tmp_path, capsys):
+    """conv_last.weight of 4 output channels beside its bias of 3 was refused as "an RRDBNet
+    with 3 input and 4 output channels"; now both tensors are named with their shapes."""
+    state = load_file(str(RRDBNET))
+    extra = state["conv_last.weight"][:1]
+    state["conv_last.weight"] = np.concatenate([state["conv_last.weight"], extra])
+    save_file(state, str(tmp_path / "edited.safetensors"))
+    image = tmp_path / "in.png"
+    Image.fromarray(np.ascontiguousarray(photo("coffee")[:16, :16])).save(image)
+    argv = [str(tmp_path / "edited.safetensors"), str(image), str(tmp_path / "o.png")]
+    assert upscale.main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        "conv_last.weight [4, 8, 3, 3] has 4 output channels, but conv_last.bias [3] has 3" in err
+    )
+    assert "output channels" in err and "an RRDBNet with" not in err
+
+
+def test_a_tensor_that_disagrees_with_the_layer_before_is_named_with_both_shapes(tmp_path):
+    from sr.models.state_dicts import StateDictError
+    from sr.models.state_dicts import load_file as load_weights
+
+    state = load_file(str(RRDBNET))
+    wide = state["conv_hr.weight"]
+    state["conv_hr.weight"] = np.concatenate([wide, wide[:, :1]], axis=1)  # 9 inputs, not 8
+    save_file(state, str(tmp_path / "wide.safetensors"))
+    with pytest.raises(StateDictError, match=r"conv_hr\.weight \(8, 9, 3, 3\) \(expected \(8, 8"):
+        load_weights(tmp_path / "wide.safetensors")

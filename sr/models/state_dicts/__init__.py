@@ -84,7 +84,9 @@ def detect(state: State, path=None, kind: str | None = None) -> tuple[Layout, Fo
         ``(layout, Found)``.
 
     Raises:
-        StateDictError: no layout recognises the keys (naming the file, its first keys and
+        StateDictError: a layer's weight and bias of different output channels
+            (:func:`sr.models.state_dicts.base.check_layers`, naming both); no layout
+            recognises the keys (naming the file, its first keys and
             shapes, and the supported architectures); a layout recognises them but refuses
             them (a scale other than x4, an inconsistent shape: its reason); or the file is of
             another kind than ``kind`` (a discriminator given as an SR model).

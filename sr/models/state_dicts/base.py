@@ -135,8 +135,9 @@ def check_layers(state: State) -> None:
                     None)  # fmt: skip
         weight = state.get(name) if name else None
         if weight is not None and np.ndim(weight) >= 1 and np.shape(weight)[0] != len(bias):
-            wrong.append(f"{name} {list(np.shape(weight))} has {np.shape(weight)[0]} output "
-                         f"channels, {key} {list(np.shape(bias))} {len(bias)}")  # fmt: skip
+            out = np.shape(weight)[0]
+            wrong.append(f"{name} {list(np.shape(weight))} has {out} output channels, but "
+                         f"{key} {list(np.shape(bias))} has {len(bias)}")  # fmt: skip
     if wrong:
         listed = "; ".join(wrong[:SHOWN]) + (
             f"; and {len(wrong) - SHOWN} more" if len(wrong) > SHOWN else ""
