@@ -17,6 +17,8 @@ from sr.config import (
     CharbonnierConfig,
     Config,
     TrainConfig,
+    compose,
+    group_choices,
 )
 from sr.core.schema import bounds_text, field_docs, show_default
 from sr.data.source import DataConfig
@@ -64,10 +66,7 @@ def config_tables() -> str:
         ("loss", RealESRGANLossConfig, "`loss=realesrgan` only"),
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
-        *(
-            ("model", spec.schema, f"`model.arch={spec.name}`; each preset sets its own")
-            for spec in registry.specs()
-        ),
+        ("model", None, ""),  # what each option of the group gives: _model_rows
         ("degradation", Params, "`degradation=realesrgan` only"),
         ("degradation", Options, "`degradation=realesrgan` only"),
         ("discriminator", DiscriminatorConfig, ""),
@@ -75,6 +74,9 @@ def config_tables() -> str:
     ]
     seen: set[str] = set()
     for prefix, schema, scope in sections:
+        if schema is None:
+            lines += _model_rows()
+            continue
         docs = field_docs(schema)
         for f in dataclasses.fields(schema):
             key = f"{prefix}.{f.name}" if prefix else f.name
@@ -84,13 +86,38 @@ def config_tables() -> str:
             seen.add(key)
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             scope_note = f" ({scope})" if scope and scope != "every mode" else ""
-            meaning = docs.get(f.name, "").replace("|", "\\|")
-            if f.metadata.get("choices"):
-                meaning = f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
-            elif "nullable" in f.metadata and bounds_text(f.metadata):
-                meaning = f"{meaning} ({bounds_text(f.metadata)})"
+            meaning = _meaning(f, docs)
             lines.append(f"| `{key}` | {show_default(default)} | {meaning}{scope_note} |")
     return "\n".join(lines) + "\n"
+
+
+def _meaning(f: dataclasses.Field, docs: dict[str, str]) -> str:
+    """A field's meaning for the table: its comment, with its choices or bounds."""
+    meaning = docs.get(f.name, "").replace("|", "\\|")
+    if f.metadata.get("choices"):
+        return f"one of {', '.join(f'`{c}`' for c in f.metadata['choices'])}: {meaning}"
+    if "nullable" in f.metadata and bounds_text(f.metadata):
+        return f"{meaning} ({bounds_text(f.metadata)})"
+    return meaning
+
+
+def _model_rows() -> list[str]:
+    """The ``model.*`` rows: for each option of the group (``conf/model/<preset>.yaml``, or an
+    architecture without a preset), the value of every key of its architecture's schema as the
+    option composes (``sr.config.compose("model=<option>")``: what a user gets), with the
+    schema's meaning and bounds."""
+    rows = []
+    for option in group_choices("model"):
+        node = OmegaConf.to_container(compose(f"model={option}").model, resolve=False)
+        spec = registry.spec_of(node)
+        docs = field_docs(spec.schema)
+        for f in dataclasses.fields(spec.schema):
+            if f.name in ("_target_", "arch"):
+                continue
+            arch = f", `model.arch={spec.name}`" if option != spec.name else ""
+            value, meaning = show_default(node.get(f.name)), _meaning(f, docs)
+            rows.append(f"| `model.{f.name}` | {value} | {meaning} (`model={option}`{arch}) |")
+    return rows
 
 
 # The file that holds the tables, between these markers.

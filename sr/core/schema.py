@@ -181,11 +181,18 @@ def field_docs(schema) -> dict[str, str]:
     return docs
 
 
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([a-z_]+\.[\w.]+)(?:,[^}]*)?\}")
+
+
 def show_default(value) -> str:
-    """A default as docs/config.md shows it: `null`, `true`, a path under the root without it."""
+    """A default as docs/config.md shows it: `null`, `true`, a path under the root without it, a
+    key that follows another (``${oc.select:data.frames,1}``) as that key."""
     if value is None:
         return "`null`"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     text = str(value).replace("${sr_root:}/", "")
+    follows = _FOLLOWS.fullmatch(text)
+    if follows:
+        return f"`{follows[1]}`'s"
     return "the root `seed`" if text == "${seed}" else f"`{text}`"
