@@ -36,8 +36,10 @@ from sr.data import schemas as data_schemas
 from sr.data.schemas import SCHEMAS as DATA_MODES
 from sr.degradations import registry as degradation_registry
 from sr.degradations.registry import DegradationConfig
+from sr.losses import legacy as legacy_loss
+from sr.losses import registry as loss_terms
 from sr.models import registry
-from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig, RealESRGANLossConfig
+from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig
 
 if TYPE_CHECKING:
     from sr.data.source import PatchSource
@@ -165,17 +167,12 @@ TRAIN_CHOICES = {
 
 @dataclass
 class LossConfig:
-    """Keys of every option of the ``loss`` group (``conf/loss/<name>.yaml``, a class of
-    ``sr.train.losses``)."""
+    """Keys of the ``loss`` group (``conf/loss/<preset>.yaml``): its terms, each term's keys by
+    its schema in ``sr.losses`` (``sr.losses.registry``)."""
 
-    _target_: str = MISSING
-
-
-@dataclass
-class CharbonnierConfig(LossConfig):
-    """Keys of ``loss=charbonnier``."""
-
-    eps: float = _positive(1e-3)  # sqrt(error^2 + eps^2): the smoothing, on [0, 1] pixels (> 0)
+    _target_: str = legacy_loss.TARGET  # the class the trainer builds: sr.losses.Loss
+    # term name -> its keys (weight, target, its own): l1, l2, charbonnier, perceptual, gan, fft
+    terms: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -202,21 +199,13 @@ BICUBIC_TARGET = degradation_registry.get("bicubic").target  # a run without the
 
 # The schemas of the ``loss``, ``optimizer``, ``model`` and ``degradation`` groups (each option's
 # defaults list names one).
-LOSS_SCHEMAS = {
-    "base_loss": LossConfig,
-    "base_charbonnier": CharbonnierConfig,
-    "base_realesrgan_loss": RealESRGANLossConfig,
-}
+LOSS_SCHEMAS = {"base_loss": LossConfig}
 OPTIMIZER_SCHEMAS = {"base_adam": AdamConfig, "base_adamw": AdamWConfig}
 # The schema whose bounds check an option's values, by the class the option names (``_target_``).
 GROUP_SCHEMAS = {
     "optimizer": {
         "sr.train.optimizers.Adam": AdamConfig,
         "sr.train.optimizers.AdamW": AdamWConfig,
-    },
-    "loss": {
-        "sr.train.losses.Charbonnier": CharbonnierConfig,
-        RealESRGANLossConfig._target_: RealESRGANLossConfig,
     },
 }
 
@@ -236,6 +225,20 @@ MOVED_KEYS = {
     "train.beta_2": "Adam's betas moved to the optimizer group: optimizer.beta_2=<value>",
     "data.flip": "random flips are data.flips=hv|h|none (vertical and horizontal, horizontal "
     "only, none): data.flip=false is data.flips=none",
+    **{
+        f"loss.{old}": f"the loss is its terms since issue 44: {new} (docs/config.md, 'Loss')"
+        for old, new in (
+            ("eps", "loss.terms.charbonnier.eps"),
+            ("l1_weight", "loss.terms.l1.weight"),
+            ("perceptual_weight", "loss.terms.perceptual.weight (0: ~loss.terms.perceptual)"),
+            ("vgg_weights", "loss.terms.perceptual.vgg_weights"),
+            ("vgg_layer_weights", "loss.terms.perceptual.layer_weights"),
+            ("gan_weight", "loss.terms.gan.weight (no GAN: ~loss.terms.gan)"),
+            ("l1_gt_usm", "loss.terms.l1.target=gt_usm|gt"),
+            ("percep_gt_usm", "loss.terms.perceptual.target=gt_usm|gt"),
+            ("gan_gt_usm", "loss.terms.gan.target=gt|gt_usm"),
+        )
+    },
     "train.mixed_precision": "the compute precision is train.precision=float32|bfloat16|float16 "
     "(train.mixed_precision=true was train.precision=float16: float16 with loss scaling on a "
     "GPU; train.precision=bfloat16 also runs on a CPU with AMX or AVX512-BF16)",
@@ -307,10 +310,10 @@ def validate_train(cfg: DictConfig) -> None:
     """
     check_node(OmegaConf.to_container(cfg.train, resolve=True), TrainConfig, "train")
     _check_devices(cfg.train)
-    for group in ("optimizer", "loss"):
-        schema = GROUP_SCHEMAS[group].get(OmegaConf.select(cfg, f"{group}._target_"))
-        if schema is not None:  # a class of one's own checks its own arguments
-            check_node(OmegaConf.to_container(cfg[group], resolve=True), schema, group)
+    schema = GROUP_SCHEMAS["optimizer"].get(OmegaConf.select(cfg, "optimizer._target_"))
+    if schema is not None:  # a class of one's own checks its own arguments
+        check_node(OmegaConf.to_container(cfg.optimizer, resolve=True), schema, "optimizer")
+    check_loss(cfg)
 
 
 def _check_devices(t) -> None:
@@ -383,21 +386,68 @@ def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> Conf
     return error
 
 
-def check_adversary(cfg: DictConfig) -> None:
-    """A GAN loss needs a discriminator, and a discriminator a GAN loss and HR patches it can
-    halve three times (``sr.models.discriminator.DOWNSAMPLING``).
+def check_loss(cfg: DictConfig) -> None:
+    """The ``loss.terms`` of ``cfg`` by their schemas (``sr.losses.registry.term_settings``),
+    and a ``fft`` term's ``patch_factor`` against ``data.patch_size``.
 
     Raises:
-        ConfigError: for ``discriminator=unet_sn`` without ``loss=realesrgan`` or with a
-            ``data.patch_size`` that is not a multiple of 8, or ``loss=realesrgan`` (a GAN
-            weight above 0) with ``discriminator=none``.
+        ConfigError: no term, an unknown term (naming the known ones), a key a term does not
+            take, a value out of bounds, or a patch the FFT term's patches do not divide.
+    """
+    terms = OmegaConf.select(cfg, "loss.terms", default=None)
+    settings = loss_terms.term_settings(
+        OmegaConf.to_container(terms, resolve=True) if terms is not None else None
+    )
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
+    factor = getattr(settings.get("fft"), "patch_factor", 1)
+    if isinstance(patch, int) and patch % factor:
+        raise ConfigError(
+            f"loss.terms.fft.patch_factor={factor} must divide data.patch_size={patch} (each "
+            "HR patch is cut into patch_factor^2 spectra): choose a divisor of the patch"
+        )
+
+
+def loss_key_error(e: Exception) -> ConfigError | None:
+    """Hydra's refusal of ``loss.terms.<term>.<key>=V`` for a key the preset leaves at its
+    schema's default (so not in the composed node) as how to set it: ``+`` adds it, ``++`` sets
+    it either way; None for any other refusal."""
+    found = re.search(r"Could not override '(loss\.terms\.[\w.]+)'", str(e))
+    if not found:
+        return None
+    key = found[1]
+    return ConfigError(
+        f"{key}: the preset leaves this key at its default (sr/losses/), so it is not in the "
+        f"config to override: add it with +{key}=VALUE (++{key}=VALUE sets it either way)"
+    )
+
+
+def adversarial_terms(cfg: DictConfig) -> list[str]:
+    """The terms of ``loss.terms`` that need a discriminator (``gan``)."""
+    terms = OmegaConf.select(cfg, "loss.terms", default=None) or {}
+    return [n for n in terms if loss_terms.get(str(n)).kind == "adversarial"]
+
+
+def check_adversary(cfg: DictConfig) -> None:
+    """The one rule of the adversarial part: a GAN term (``loss.terms.gan``) and a
+    discriminator (``discriminator=unet_sn``) come together, and the discriminator takes HR
+    patches it can halve three times (``sr.models.discriminator.DOWNSAMPLING``). What is
+    configured chooses the way of training (``sr.train.parts.training_part``).
+
+    Raises:
+        ConfigError: a discriminator without a GAN term, a GAN term without a discriminator,
+            or a ``data.patch_size`` that is not a multiple of 8 with a discriminator.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
-    gan = OmegaConf.select(cfg, "loss._target_") == RealESRGANLossConfig._target_
+    gan = adversarial_terms(cfg)
     if has_d and not gan:
         raise ConfigError(
-            "discriminator=unet_sn trains a GAN and needs its loss: add loss=realesrgan (or "
-            "choose discriminator=none)"
+            "discriminator=unet_sn trains a GAN and needs a GAN term: add loss=realesrgan or "
+            "+loss.terms.gan.weight=0.1 (or choose discriminator=none)"
+        )
+    if gan and not has_d:
+        raise ConfigError(
+            f"loss.terms.{gan[0]} is a GAN term and needs a discriminator: add "
+            f"discriminator=unet_sn, or drop the term (~loss.terms.{gan[0]})"
         )
     patch = OmegaConf.select(cfg, "data.patch_size", default=None)
     if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
@@ -408,11 +458,6 @@ def check_adversary(cfg: DictConfig) -> None:
             f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
             f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
             f"use {' or '.join(map(str, near))}"
-        )
-    if gan and not has_d and float(cfg.loss.gan_weight) > 0:
-        raise ConfigError(
-            f"loss=realesrgan with loss.gan_weight={cfg.loss.gan_weight} needs a discriminator: "
-            "add discriminator=unet_sn, or set loss.gan_weight=0 (L1 and perceptual terms only)"
         )
 
 
@@ -428,7 +473,7 @@ def load(*overrides: str) -> DictConfig:
     try:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
-        raise composition_error(e) from e
+        raise loss_key_error(e) or composition_error(e) from e
     except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
         raise override_parse_error(e) from e
     validate(cfg)
@@ -537,11 +582,11 @@ def build_source(cfg: DictConfig) -> PatchSource:
         if isinstance(e.__cause__, ValueError):
             raise ConfigError(str(e.__cause__)) from e
         raise
-    loss = cfg.get("loss") or {}
-    if degradation.gt_usm:  # a sharpened target
-        adversary = OmegaConf.select(cfg, "discriminator._target_", default=None)
-        keys = PLAIN_TARGET_KEYS if adversary else PLAIN_TARGET_KEYS[:2]  # no D: no GAN term
-        source.plain_target = not all(loss.get(k, True) for k in keys)
+    if degradation.gt_usm:  # a sharpened target; a term may take the HR as it is (target: gt)
+        terms = OmegaConf.select(cfg, "loss.terms", default=None)
+        if terms is not None:
+            settings = loss_terms.term_settings(OmegaConf.to_container(terms, resolve=True))
+            source.plain_target = any(s.target == "gt" for s in settings.values())
     return source
 
 
@@ -557,7 +602,7 @@ def check_data(cfg: DictConfig, schema: type | None = None) -> None:
         data_schemas.check(schema, values)
         node = cfg.get("degradation")
         keys = {} if node is None else OmegaConf.to_container(node, resolve=True)
-        data_schemas.check_degradation_fit(values, keys.pop("_target_", None), keys)
+        data_schemas.check_degradation_fit(schema, values, keys.pop("_target_", None), keys)
 
 
 def check_degradation(cfg: DictConfig) -> None:
@@ -573,11 +618,6 @@ def check_degradation(cfg: DictConfig) -> None:
         spec.check_keys(keys)
     elif keys or target is not None:
         build_degradation(cfg)
-
-
-# the loss=realesrgan terms that may take the HR as it is rather than the sharpened target (the
-# GAN term's only with a discriminator)
-PLAIN_TARGET_KEYS = ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")
 
 
 def build_degradation(cfg: DictConfig):

@@ -14,7 +14,6 @@ from sr.config import (
     PROJECT_ROOT,
     AdamConfig,
     AdamWConfig,
-    CharbonnierConfig,
     Config,
     TrainConfig,
     compose,
@@ -23,8 +22,9 @@ from sr.config import (
 from sr.core.schema import bounds_text, field_docs, show_default
 from sr.data.source import DataConfig
 from sr.degradations.realesrgan import Options, Params
+from sr.losses import registry as loss_terms
 from sr.models import registry
-from sr.models.gan_schemas import DiscriminatorConfig, RealESRGANLossConfig
+from sr.models.gan_schemas import DiscriminatorConfig
 
 
 def _yaml_summary(path: Path) -> str:
@@ -62,8 +62,7 @@ def config_tables() -> str:
         ("data", DataConfig, "every mode"),
         *(("data", schema, f"`data={name[5:]}` only") for name, schema in DATA_SCHEMAS.items()),
         ("train", TrainConfig, ""),
-        ("loss", CharbonnierConfig, "`loss=charbonnier` only"),
-        ("loss", RealESRGANLossConfig, "`loss=realesrgan` only"),
+        *((f"loss.terms.{s.name}", s.schema, "") for s in loss_terms.specs()),
         ("optimizer", AdamConfig, ""),
         ("optimizer", AdamWConfig, "`optimizer=adamw` only"),
         ("model", None, ""),  # what each option of the group gives: _model_rows

@@ -1,5 +1,5 @@
-"""The keys of the GAN stage's parts: the ``discriminator`` group (``conf/discriminator/``) and
-``loss=realesrgan`` (``conf/loss/realesrgan.yaml``), with their allowed values, checked by
+"""The keys of the GAN stage's discriminator: the ``discriminator`` group
+(``conf/discriminator/``), with their allowed values, checked by
 :func:`sr.core.schema.check_node` at start-up (``sr.config.validate``) before any data or model
 work. The defaults are Real-ESRGAN's (``options/train_realesrgan_x4plus.yml``: X. Wang et al.,
 ICCV-W 2021; github.com/xinntao/Real-ESRGAN).
@@ -16,7 +16,7 @@ DOWNSAMPLING = 8
 """The discriminator's three stride-2 convs (``sr.models.discriminator``): the HR patch's H and W
 must be multiples of this (``sr.config.check_adversary``)."""
 
-# The perceptual loss's VGG19 (sr.models.vgg builds it), named here for the checks of its keys.
+# The perceptual loss's VGG19 (sr.models.vgg builds it; its term: sr.losses.perceptual).
 # Real-ESRGAN's perceptual layers (BasicSR's names; Keras's are block{i}_conv{j})
 LAYERS = ("conv1_2", "conv2_2", "conv3_4", "conv4_4", "conv5_4")
 WEIGHTS_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5"  # Keras's, Caffe-converted
@@ -24,26 +24,12 @@ TORCHVISION_FILE = "vgg19-dcbb9e9d.pth"  # torchvision's: the paper's
 TORCHVISION_URL = f"https://download.pytorch.org/models/{TORCHVISION_FILE}"
 
 DISCRIMINATORS = ("sr.models.discriminator.build_unet_discriminator",)
-LAYER_WEIGHTS = [0.1, 0.1, 1.0, 1.0, 1.0]  # of LAYERS (Real-ESRGAN's)
 
 
 def _target(value) -> str | None:
     if value is None or value in DISCRIMINATORS:
         return None
     return f"must be null (no discriminator) or one of {', '.join(DISCRIMINATORS)}"
-
-
-def _vgg_weights(value) -> str | None:
-    """Why ``value`` is not a VGG19 weights choice: ``imagenet``, ``random`` or an existing
-    file (checked here, before any work; its content is checked when the VGG is built)."""
-    if value in ("imagenet", "random") or Path(str(value)).expanduser().is_file():
-        return None
-    return (
-        f"must be the path of torchvision's VGG19 ({TORCHVISION_FILE} or a .safetensors of it, "
-        f"from {TORCHVISION_URL}: the paper's), imagenet (Keras's VGG19 weights, fetched once "
-        f"and cached: not the paper's), random (smoke tests only) or the path of a local copy "
-        f"of {WEIGHTS_FILE}; no such file"
-    )
 
 
 def _weight_file(value) -> str | None:
@@ -76,23 +62,3 @@ class DiscriminatorConfig:
     # the guard's explosion rule: a log window whose mean discriminator loss is above this (72 x
     # its balance 1.39) means its updates blew up and its GAN term misleads the generator
     explode_loss: float = bounded(100.0, minimum=0, above=True)
-
-
-@dataclass
-class RealESRGANLossConfig:
-    """Keys of ``loss=realesrgan`` (``sr.train.gan_loss.RealESRGANLoss``): the weighted sum of
-    L1, perceptual and GAN terms of Real-ESRGAN's second stage."""
-
-    _target_: str = "sr.train.gan_loss.RealESRGANLoss"
-    l1_weight: float = bounded(1.0, minimum=0)  # weight of the L1 term (paper: 1)
-    perceptual_weight: float = bounded(1.0, minimum=0)  # weight of the VGG19 term (paper 1)
-    # VGG19's weights: a path of torchvision's vgg19-dcbb9e9d.pth or .safetensors (the paper's,
-    # BasicSR's normalisation), imagenet (Keras's Caffe weights, fetched: not the paper's),
-    # random (smoke tests) or a path of Keras's .h5
-    vgg_weights: str = bounded("imagenet", check=_vgg_weights)
-    # conv1_2, conv2_2, conv3_4, conv4_4, conv5_4 (pre-ReLU), as the paper
-    vgg_layer_weights: list[float] = bounded(LAYER_WEIGHTS, minimum=0, length=len(LAYERS))
-    gan_weight: float = bounded(0.1, minimum=0)  # weight of the generator's GAN term (paper: 0.1)
-    l1_gt_usm: bool = True  # the L1 term's target is the sharpened HR (degradation.gt_usm)
-    percep_gt_usm: bool = True  # the perceptual term's too
-    gan_gt_usm: bool = False  # the discriminator's real images: the HR as it is (paper)

@@ -1,7 +1,9 @@
-"""The ways of training the trainer composes, one part each: the pixel-loss training of
-:mod:`sr.train.step` (the default), L1 + perceptual training of :mod:`sr.train.perceptual` and
-the GAN stage of :mod:`sr.train.gan`. The one place that chooses between them from the loss and
-the discriminator together, so that :mod:`sr.train.loop` names none of them."""
+"""The ways of training the trainer composes, one part each: :class:`GeneratorTraining` (one
+model on the sum of its loss terms: the default) and the adversarial part of :mod:`sr.train.gan`
+(the GAN term and the discriminator). What is configured chooses: a GAN term
+(``loss.terms.gan``), or a discriminator, means the adversarial part; the rule that they come
+together is :func:`sr.config.check_adversary`, the one declared beside the schemas. The loop
+(:mod:`sr.train.loop`) names none of them."""
 
 from __future__ import annotations
 
@@ -10,13 +12,12 @@ from typing import Protocol, runtime_checkable
 
 import tensorflow as tf
 
-from sr.core.errors import ConfigError
-from sr.train.best import BestRule
+from sr.config import check_adversary
+from sr.losses import Loss
+from sr.train.best import NIQE, PSNR, BestRule
 from sr.train.gan import AdversarialTraining
-from sr.train.gan_loss import RealESRGANLoss
-from sr.train.perceptual import PerceptualTraining
 from sr.train.pretrained import init_discriminator
-from sr.train.step import PixelTraining, StepArgs, TrainStep
+from sr.train.step import StepArgs, TrainStep
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
@@ -75,33 +76,95 @@ class TrainingPart(Protocol):
         ...
 
 
-def training_part(cfg, loss, channels: int, mixed: bool, lr_scale: tf.Variable) -> TrainingPart:
-    """The trainer's part for ``cfg`` and its ``loss`` (built in the strategy's scope):
+class GeneratorTraining:
+    """The trainer's part without a discriminator: one model, one optimizer, the
+    :class:`sr.train.step.TrainStep`, which sums the loss's terms (``loss=l1``; ``loss=charbonnier
+    +loss.terms.fft.weight=0.05``; ``loss=realesrgan ~loss.terms.gan``: L1 + perceptual) and,
+    with more than one, records each (:attr:`terms`), which :meth:`log_window` logs and writes
+    as ``terms/<name>`` scalars.
 
-    - no discriminator, a pixel loss (``l1``, ``l2``, ...): :class:`sr.train.step.PixelTraining`;
-    - no discriminator, ``loss=realesrgan`` with ``gan_weight=0``:
-      :class:`sr.train.perceptual.PerceptualTraining` (L1 + perceptual);
-    - ``discriminator=unet_sn``, ``loss=realesrgan``: :class:`sr.train.gan.AdversarialTraining`.
+    Args:
+        loss: the run's :class:`sr.losses.Loss`; its terms are built here (the perceptual
+            term's VGG19), so that a missing weights file is refused before any step.
+
+    With a term of a network's features (``perceptual``, weight > 0) the rules are the GAN
+    stage's: the term trades PSNR for texture, so ``checkpoints/best`` keeps the lowest NIQE of
+    the validation SR (:attr:`best`) and the guard judges the validation PSNR against the
+    stage's start (:attr:`psnr_reference` ``start``, ``train.guard_gan_val_drop``); without, the
+    highest PSNR, judged against the best so far.
 
     Raises:
-        ConfigError: a discriminator with a loss that is not ``loss=realesrgan``;
-            ``loss=realesrgan`` with a GAN weight and no discriminator; a missing or
-            unreachable VGG19 weights file (before any step).
+        ConfigError: a weights file of a term is missing or not its network's.
     """
-    node = cfg.get("discriminator")
-    adversary = node is not None and bool(node.get("_target_"))
-    gan_loss = isinstance(loss, RealESRGANLoss)
-    if adversary and not gan_loss:
-        raise ConfigError("discriminator=unet_sn needs loss=realesrgan (the GAN's loss terms)")
-    if not adversary:
-        if not gan_loss:
-            return PixelTraining()
-        if loss.gan_weight > 0:
-            raise ConfigError(
-                f"loss=realesrgan with loss.gan_weight={loss.gan_weight:g} needs a "
-                "discriminator: add discriminator=unet_sn, or set loss.gan_weight=0"
-            )
-        return PerceptualTraining(loss)
+
+    def __init__(self, loss: Loss):
+        loss.build()
+        self.loss = loss
+        self.best = NIQE if loss.feature else PSNR
+        self.psnr_reference = "start" if loss.feature else "best"
+        self.terms = tuple(loss.names) if len(loss.names) > 1 else ()
+        self.step: TrainStep | None = None
+        if self.terms:
+            log.info("training on the loss terms %s", loss.describe())
+
+    def checkpoint_parts(self) -> dict:
+        """What the part adds to every checkpoint: nothing (a VGG is fixed)."""
+        return {}
+
+    def variables(self) -> list:
+        """Variables of the part checked finite before every save: none."""
+        return []
+
+    def make_step(self, args: StepArgs) -> TrainStep:
+        """The :class:`sr.train.step.TrainStep` of ``args``; ``args.window`` made with
+        :attr:`terms`."""
+        self.step = args.build(TrainStep)
+        return self.step
+
+    def log_window(self, step: int, writer) -> None:
+        """With more than one term: the terms' log line (``terms: charbonnier 0.0123  fft
+        0.0456``, unweighted batch means) and ``terms/<name>`` scalars of the steps since the
+        last one."""
+        means = self.step.window.read_terms() if self.terms else None
+        if means is None:
+            return
+        log.info("terms: %s", "  ".join(f"{k} {v:.4f}" for k, v in means.items()))
+        with writer.as_default(step=step):
+            for key, value in means.items():
+                tf.summary.scalar(f"terms/{key}", value)
+
+    def judge(self, step: int) -> str | None:
+        """No rule beyond the guard's own: None."""
+        return None
+
+    def advice(self, reason: str) -> str | None:
+        """No advice beyond the trainer's (``train.lr``): None."""
+        return None
+
+    def forget(self) -> None:
+        """After a rollback: the diverged steps' terms are dropped."""
+        if self.step is not None and self.terms:
+            self.step.window.read_terms()
+
+    def describe(self) -> str:
+        return "none"
+
+
+def training_part(
+    cfg, loss: Loss, channels: int, mixed: bool, lr_scale: tf.Variable
+) -> TrainingPart:
+    """The trainer's part for ``cfg`` and its ``loss`` (built in the strategy's scope): the
+    adversarial part (:class:`sr.train.gan.AdversarialTraining`) for a GAN term with a
+    discriminator, :class:`GeneratorTraining` otherwise.
+
+    Raises:
+        ConfigError: a GAN term without a discriminator or the other way round
+            (:func:`sr.config.check_adversary`); a missing or unreachable VGG19 weights file
+            (before any step).
+    """
+    check_adversary(cfg)
+    if loss.adversarial is None:
+        return GeneratorTraining(loss)
     if not cfg.train.get("init_from") and not cfg.get("resume"):
         log.warning(
             "the GAN stage starts from random generator weights: Real-ESRGAN starts it from an "

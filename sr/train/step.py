@@ -14,8 +14,7 @@ import keras
 import tensorflow as tf
 
 from sr.core.batch import Batch, SharpenedBatch, check_batch
-from sr.train.best import PSNR
-from sr.train.window import LossWindow
+from sr.train.window import LossWindow, terms_window
 
 
 def all_finite(variables) -> tf.Tensor:
@@ -53,8 +52,10 @@ class TrainStep:
     Args:
         model: the Keras model being trained.
         optimizer: its optimizer (built).
-        loss: a :class:`sr.train.losses.Loss` (per-example losses ``[B]``); read when the step
-            is traced, so it may be replaced before the first step.
+        loss: the run's :class:`sr.losses.Loss` (its terms, each per-example values ``[B]``);
+            read when the step is traced, so it may be replaced before the first step. With
+            more than one term the step records each (its ``window`` made with the part's
+            ``terms``, :meth:`record`).
         strategy: the ``tf.distribute`` strategy.
         global_batch: ``data.batch_size``, split over the replicas.
         counters: ``(step, first_bad, skipped)`` int64 variables: the step count; the first step
@@ -89,6 +90,8 @@ class TrainStep:
         self.prepare = prepare
         self.global_batch, self.skip_nonfinite = int(global_batch), skip_nonfinite
         self.clip_norm, self.window = clip_norm, window
+        if self.recorded_terms():  # the window records them (made here if None)
+            self.window = terms_window(window, self.recorded_terms(), not skip_nonfinite)
         self.step, self.first_bad, self.skipped = counters
         # XLA compiles the replica step (as Keras does), the strategy runs it on every replica;
         # with several replicas only its forward and backward pass: the optimizer's
@@ -106,17 +109,40 @@ class TrainStep:
             self.data_wait = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="wait")
         self.take_and_train = tf.function(self._take_and_train)
 
-    def _gradients(self, batch: Batch):
-        """Forward and backward pass of one replica on its ``batch``: its share of the loss
-        (per-example losses summed and divided by the global batch) and the gradients of the
+    def recorded_terms(self) -> tuple[str, ...]:
+        """The names of the terms the step records beside its loss: the loss's terms when it
+        has more than one (``()``: the loss alone)."""
+        names = tuple(self.loss.names)
+        return names if len(names) > 1 else ()
+
+    def share(self, per_example: tf.Tensor) -> tf.Tensor:
+        """One replica's share of a term's batch mean: its per-example values ``[B]`` summed
+        and divided by the global batch (``tf.nn.compute_average_loss``)."""
+        return tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+
+    def content_terms(self, batch: Batch | SharpenedBatch, sr: tf.Tensor, terms) -> list:
+        """Each of ``terms`` (:class:`sr.losses.base.Term`) of ``sr`` against its target
+        (``batch.target(term.usm)``), as this replica's share of its batch mean, unweighted."""
+        return [
+            self.share(term(tf.cast(batch.target(term.usm), tf.float32), sr)) for term in terms
+        ]
+
+    def _gradients(self, batch: Batch | SharpenedBatch):
+        """Forward and backward pass of one replica on its ``batch``: its share of the loss,
+        ``sum_k weight_k term_k`` over the loss's terms in their order (with more than one term,
+        ``[loss, term_1, ...]`` float32, the terms unweighted), and the gradients of the
         (scaled) loss."""
         variables = self.model.trainable_variables
+        terms = self.loss.terms
         with tf.GradientTape() as tape:
             sr = tf.cast(self.model(batch.lq, training=True), tf.float32)  # the loss in float32
-            per_example = self.loss(tf.cast(batch.gt, tf.float32), sr)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+            values = self.content_terms(batch, sr, terms)
+            loss = terms[0].weight * values[0]
+            for term, value in zip(terms[1:], values[1:]):
+                loss += term.weight * value
             scaled = self.optimizer.scale_loss(loss)
-        return loss, tape.gradient(scaled, variables)
+        grads = tape.gradient(scaled, variables)
+        return (tf.stack([loss, *values]) if len(terms) > 1 else loss), grads
 
     def _replica_step(self, batch: Batch | SharpenedBatch):
         """One replica's share of a step on its ``batch``: forward, backward, and the optimizer
@@ -146,8 +172,11 @@ class TrainStep:
         return loss, tf.cast(bad == 0, tf.float32)
 
     def record(self, loss: tf.Tensor) -> tf.Tensor:
-        """Record the step's loss (summed over the replicas) in the guard's window; returns the
-        loss the loop logs and the guard judges."""
+        """Record the step's loss (summed over the replicas) in the guard's window, and with
+        more than one term each term; returns the loss the loop logs and the guard judges."""
+        if loss.shape.rank:  # [loss, term_1, ...]
+            self.window.add(loss[0], loss[1:])
+            return loss[0]
         if self.window is not None:
             self.window.add(loss)
         return loss
@@ -240,45 +269,3 @@ class StepArgs:
             self.counters, skip_nonfinite=self.skip_nonfinite, xla=self.xla,
             clip_norm=self.clip_norm, window=self.window, prepare=self.prepare, **extra,
         )  # fmt: skip
-
-
-class PixelTraining:
-    """The trainer's part for a pixel loss (``discriminator=none``): one model, one optimizer,
-    the :class:`TrainStep`. The trainer composes a part (:func:`sr.train.parts.training_part`);
-    :class:`sr.train.gan.AdversarialTraining` is the GAN stage's, with the same methods.
-
-    ``checkpoints/best`` keeps the highest validation PSNR (:attr:`best`), and the guard
-    judges the validation PSNR against the best so far (:attr:`psnr_reference`)."""
-
-    best = PSNR
-    psnr_reference = "best"
-    terms: tuple[str, ...] = ()  # no named terms in the loss window: the loss alone
-
-    def checkpoint_parts(self) -> dict:
-        """What the part adds to every checkpoint: nothing."""
-        return {}
-
-    def variables(self) -> list:
-        """Variables of the part, checked finite before every save: none."""
-        return []
-
-    def make_step(self, args: StepArgs) -> TrainStep:
-        """The step: a :class:`TrainStep` of ``args``."""
-        return args.build(TrainStep)
-
-    def log_window(self, step: int, writer) -> None:
-        """Nothing beyond the loop's timing line and ``train/`` scalars."""
-
-    def judge(self, step: int) -> str | None:
-        """No rule beyond the guard's own: None."""
-        return None
-
-    def advice(self, reason: str) -> str | None:
-        """No advice beyond the trainer's (``train.lr``): None."""
-        return None
-
-    def forget(self) -> None:
-        """Nothing to forget after a rollback."""
-
-    def describe(self) -> str:
-        return "none"
