@@ -313,8 +313,8 @@ def check_saved(folder: Path, upscaler, tile: np.ndarray) -> float:
 def window_overlap(fmt: str, size: int, bound: int, overlap: int | None) -> int:
     """The overlap of an export's windows and tiles: ``overlap`` when given; else ``bound``
     (:func:`sr.inference.default_overlap`, the receptive field: exact) where it leaves a TFLite
-    window of ``size`` pixels something to keep, else ``size // 4`` (a quarter on each side,
-    half the window kept), which :func:`check_windows` then measures. RRDBNet's bound is 353
+    window of ``size`` pixels something to keep, else ``size // 4`` (the middle half of each
+    side kept), which :func:`check_windows` then measures. RealESRGAN_x4plus's bound is 351
     pixels, more than a 256-pixel window holds; a trained model's output depends on far less
     (Real-ESRGAN's own tiles overlap by 10 pixels)."""
     if overlap is not None:
