@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from sr.inference import Upscaler, receptive_radius
 from sr.loading.models import build_model
+from sr.models import registry
 from sr.models.layers import PixelShuffle
 from sr.train.optimizers import make_optimizer
 from sr.train.schedule import make_schedule
@@ -23,10 +24,15 @@ CONFIGS = [f"model={p.stem}" for p in sorted((ROOT / "conf" / "model").glob("*.y
     f"experiment={p.stem}" for p in sorted((ROOT / "conf" / "experiment").glob("*.yaml"))
 ]
 TILE = 16
-# models whose attention pools on a grid anchored at the input's corner (RLFN's ESA): they have no
-# finite receptive field for the tiler, which falls back to its default overlap; their tiles are
-# measured in tests/test_efficient_models.py
-NON_LOCAL = {"model=rlfn"}
+
+
+def non_local(cfg) -> bool:
+    """Whether the config's architecture reads the whole image (``ModelSpec.local`` false:
+    RLFN's attention pools on a grid anchored at the input's corner, a transformer's windows
+    shift): no finite receptive field for the tiler, which falls back to its default overlap;
+    their tiles are measured in their own tests (tests/test_efficient_models.py)."""
+    return not registry.spec_of(cfg.model).local
+
 # deep models whose receptive field (hundreds of LR pixels: RRDBNet's 23 blocks of 15 convs) makes
 # the gradient and tiling checks below cost minutes: those run on a shallower copy, whose field
 # the same walk of the same layers bounds
@@ -92,7 +98,7 @@ def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compo
     out = model(np.random.default_rng(0).random((2, 24, 24, k), dtype=np.float32))
     assert tuple(out.shape) == (2, 24 * s, 24 * s, k) and out.dtype == "float32"
     radius = receptive_radius(model)
-    if override in NON_LOCAL:
+    if non_local(cfg):
         assert radius is None
         return
     assert radius is not None, f"{override}: the tiler would fall back to a guessed overlap"
@@ -235,7 +241,7 @@ def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir
         assert upscale.main([*argv, "--no-progress"]) == 0
     tiled, whole = (np.asarray(Image.open(tmp_path / f"up{t}.png")) for t in ("48", "0"))
     assert whole.shape == (4 * 160, 4 * 168, 3)
-    equal = 0.99 if override in NON_LOCAL else 0.999  # pooled attention: close, not exact
+    equal = 0.99 if non_local(compose(override)) else 0.999  # pooled attention: close, not exact
     assert np.abs(tiled.astype(int) - whole).max() <= 1 and np.mean(tiled == whole) > equal
 
     assert export.main([str(run), str(tmp_path / "saved")]) == 0
