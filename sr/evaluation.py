@@ -188,6 +188,22 @@ def _given_lr(lr: np.ndarray, hr_shape, scale: int, name: str) -> np.ndarray:
     return quantize(gray_of(lr[..., :3])).numpy().astype(np.float64)
 
 
+def finite(out: tf.Tensor) -> tf.Tensor:
+    """``out``, a model's output, if it holds no NaN or inf: rounding would score them as 0 or
+    255 (``sr.inference.NonFiniteOutputError``, the same refusal for upscale.py).
+
+    Raises:
+        ValueError: naming the count (evaluate.py: exit 2, no results written).
+    """
+    bad = int(tf.math.count_nonzero(~tf.math.is_finite(tf.cast(out, tf.float32))))
+    if bad:
+        raise ValueError(
+            f"the model's output holds {bad} NaN or infinite value(s) of {int(tf.size(out))}; "
+            "no score (its weights overflow on this image)"
+        )
+    return out
+
+
 def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:
     """Run a Y-channel model on one LR Y image.
 
@@ -199,7 +215,7 @@ def super_resolve_y(model, lr_y: np.ndarray) -> np.ndarray:
         float64 ``[s h, s w]`` on the 8-bit grid 0..255 (rounded and clipped).
     """
     x = tf.convert_to_tensor(lr_y[np.newaxis, :, :, np.newaxis] / 255.0, tf.float32)
-    out = forward(model)(x)
+    out = finite(forward(model)(x))
     return quantize(out[0, :, :, 0], peak=1.0).numpy().astype(np.float64) * 255.0
 
 
@@ -217,7 +233,7 @@ def super_resolve_rgb(model, lr: np.ndarray) -> np.ndarray:
     """
     rgb = lr if lr.shape[-1] == 3 else np.repeat(lr[..., :1], 3, axis=-1)
     x = tf.convert_to_tensor(rgb[np.newaxis] / 255.0, tf.float32)
-    out = tf.cast(forward(model)(x)[0], tf.float32) * 255.0
+    out = tf.cast(finite(forward(model)(x))[0], tf.float32) * 255.0
     if lr.shape[-1] != 3:
         out = gray_of(out)
     return quantize(out).numpy().astype(np.float64)
@@ -281,11 +297,14 @@ def score_image(
     row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
     sr = sr_y = None
     if model is not None:
-        if input_channels(model) == 3:
-            sr = super_resolve_rgb(model, item.lr)
-            sr_y = y_channel(sr)
-        else:
-            sr_y = super_resolve_y(model, item.lr_y)
+        try:
+            if input_channels(model) == 3:
+                sr = super_resolve_rgb(model, item.lr)
+                sr_y = y_channel(sr)
+            else:
+                sr_y = super_resolve_y(model, item.lr_y)
+        except ValueError as e:  # finite(): the image named
+            raise ValueError(f"{item.name}: {e}") from None
         row.update(zip(("psnr", "ssim"), score(sr_y, item.hr_y, scale)))
     if rgb:
         if sr is not None:
@@ -436,7 +455,7 @@ def super_resolve_window(model, lr_ys) -> np.ndarray:
     if len(lr_ys) == 1:
         return super_resolve_y(model, lr_ys[0])
     x = np.stack(lr_ys)[np.newaxis, :, :, :, np.newaxis] / 255.0
-    out = forward(model)(tf.convert_to_tensor(x, tf.float32))
+    out = finite(forward(model)(tf.convert_to_tensor(x, tf.float32)))
     return quantize(out[0, :, :, 0], peak=1.0).numpy().astype(np.float64) * 255.0
 
 

@@ -160,3 +160,13 @@ def test_a_tensor_that_disagrees_with_the_layer_before_is_named_with_both_shapes
     save_file(state, str(tmp_path / "wide.safetensors"))
     with pytest.raises(StateDictError, match=r"conv_hr\.weight \(8, 9, 3, 3\) \(expected \(8, 8"):
         load_weights(tmp_path / "wide.safetensors")
+
+
+def test_evaluate_scores_no_nan_output():
+    """evaluate.py's scores: a NaN output was rounded and scored; now the image is named and
+    evaluate.py exits 2 before writing results."""
+    from sr.evaluation import prepare, score_image
+
+    item = prepare(np.ascontiguousarray(photo("coffee")[:48, :56]), 4, name="a.png")
+    with pytest.raises(ValueError, match="a.png: the model's output holds 1 NaN"):
+        score_image(NaNModel(), item, 4, rgb=False)
