@@ -50,6 +50,15 @@ from sr.core.errors import ConfigError
             ("degradation=realesrgan", "degradation.pool_size=8", "data.batch_size=16"),
             "degradation.pool_size=8 holds fewer pairs than a batch (data.batch_size=16)",
         ),
+        (("data=sequence", "data.channels=rgb"), "data=sequence decodes to Y only"),
+        (
+            ("data=sequence", "degradation=realesrgan"),
+            "data=sequence decodes to Y only: data.channels=y with degradation=realesrgan",
+        ),
+        (
+            ("degradation=realesrgan", "data.lr_dir=/tmp", "data.patch_size=16"),
+            "data.lr_dir=/tmp gives pre-made Y LR patches",
+        ),
         (("+data.pool_size=3",), "data.pool_size is a key of data=generator"),
     ],
 )
@@ -64,7 +73,7 @@ def test_data_rules_are_checked_when_the_config_is(overrides, message):
         ("data=sequence", "data.target_frame=0"),
         ("data=sequence", "data.target_frame=center"),
         ("degradation=realesrgan", "degradation.margin=36", "degradation.pool_size=64"),
-        ("degradation=realesrgan", "data.lr_dir=/tmp", "data.patch_size=16"),  # the source's
+        ("data=tfrecord", "data.channels=rgb", "degradation=bicubic"),
     ],
 )
 def test_values_that_work_together_pass(overrides):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from omegaconf import MISSING
 
@@ -44,6 +45,8 @@ class DataConfig:
     ``_target_`` comes from the mode's YAML. A key that a source does not take is an error at
     start-up that names the source's schema (``TFRecordConfig``, ``GeneratorConfig``).
     """
+
+    makes_rgb: ClassVar[bool] = True  # its sources can give RGB crops (channels=rgb, degradations)
 
     _target_: str = MISSING
     hr_dir: str = "${sr_root:}/data/demo/train"  # HR training images (PNG/JPEG)
@@ -111,6 +114,8 @@ class GeneratorConfig(DataConfig):
 @dataclass
 class SequenceConfig(DataConfig):
     """Keys of ``data=sequence`` (schema; defaults written here only)."""
+
+    makes_rgb: ClassVar[bool] = False  # frames are decoded to Y
 
     hr_dir: str = "${sr_root:}/data/demo/sequences/train"  # one subfolder of frames per sequence
     val_dir: str | None = "${sr_root:}/data/demo/sequences/val"  # validation sequences; null: none
@@ -299,18 +304,43 @@ def fields_of(schema: type) -> set[str]:
     return {f.name for f in dataclasses.fields(schema)}
 
 
-def check_degradation_fit(values: Mapping, target: str | None, keys: Mapping) -> None:
-    """Check ``data.*`` values against the degradation ``target`` (``degradation._target_``)
-    with its ``keys`` at config time, by :func:`degradation_rules` on its declared geometry
-    (``sr.degradations.registry``); nothing for a degradation without one, or a class of one's
-    own (built and checked by the source), or pre-made LR (``data.lr_dir``).
+def made_rules(d: Mapping, schema: type, protocol_lr: bool, name: str) -> str | None:
+    """Why a mode's keys cannot work with the degradation ``name`` (``protocol_lr``: the
+    protocol's own bicubic), or None: RGB pairs or a degradation's own pairs need a mode that
+    gives RGB crops (:attr:`DataConfig.makes_rgb`) and no pre-made Y LR (``data.lr_dir``)."""
+    channels = d.get("channels", "y")
+    if channels != "rgb" and protocol_lr:
+        return None
+    if not schema.makes_rgb:
+        mode = next((m for m, s in SCHEMAS.items() if s is schema), schema.__name__)
+        return (
+            f"data={mode} decodes to Y only: data.channels={channels} with "
+            f"degradation={name} needs data=tfrecord or data=generator; "
+            "or set data.channels=y and degradation=bicubic"
+        )
+    if d.get("lr_dir"):
+        return (
+            f"data.lr_dir={d['lr_dir']} gives pre-made Y LR patches, which data.channels="
+            f"{channels} with degradation={name} cannot use: set "
+            "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
+        )
+    return None
+
+
+def check_degradation_fit(schema: type, values: Mapping, target: str | None, keys: Mapping):
+    """Check ``data.*`` values of ``schema`` against the degradation ``target``
+    (``degradation._target_``) with its ``keys`` at config time: :func:`made_rules` and
+    :func:`degradation_rules` on its declaration (``sr.degradations.registry``: ``protocol_lr``
+    and ``geometry``); nothing for a class of one's own (built and checked by the source).
 
     Raises:
         ConfigError: naming the keys and the fix.
     """
     spec = degradation_registry.spec_of(target)
-    if spec is None or spec.geometry is None or values.get("lr_dir"):
+    if spec is None:
         return
-    why = degradation_rules(values, spec.name, *spec.geometry(dict(keys), values["scale"]))
+    why = made_rules(values, schema, spec.protocol_lr, spec.name)
+    if not why and spec.geometry is not None and not values.get("lr_dir"):
+        why = degradation_rules(values, spec.name, *spec.geometry(dict(keys), values["scale"]))
     if why:
         raise ConfigError(why)

@@ -360,7 +360,6 @@ class SequenceSource(PatchSource):
 
     mode = "sequence"
     schema = SequenceConfig
-    makes_rgb = False  # frames are decoded to Y
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ from sr.data.schemas import (  # noqa: F401  (CHANNELS, LR_FROM, DataConfig re-e
     LR_FROM,
     DataConfig,
     degradation_rules,
+    made_rules,
     rule_error,
 )
 from sr.degradations import Bicubic
@@ -127,8 +128,6 @@ class PatchSource(abc.ABC):
     # saved in every checkpoint (its buffers included); False, patch_dataset(start) rebuilds the
     # stream from batch ``start`` on (the source's randomness is a function of seed and batch)
     checkpoint_iterator: ClassVar[bool] = False
-    # whether the source can give RGB crops (data.channels=rgb, degradations made from RGB)
-    makes_rgb: ClassVar[bool] = True
     # a degradation's pairs also give the HR as it is, after the sharpened target:
     # SharpenedBatch(lq, gt_usm, gt) (set by sr.config.build_source for loss.gan_gt_usm=false)
     plain_target: bool = False
@@ -200,22 +199,12 @@ class PatchSource(abc.ABC):
     def _check_channels(self) -> None:
         """Refuse combinations of ``channels``, ``lr_dir``, the mode and the degradation that
         cannot work, naming the keys (ValueError)."""
-        made = self.channels == "rgb" or not self.degradation.protocol_lr
-        if made and not self.makes_rgb:
-            raise ValueError(
-                f"data={self.mode} decodes to Y only: data.channels={self.channels} with "
-                f"degradation={self.degradation.name} needs data=tfrecord or data=generator; "
-                "or set data.channels=y and degradation=bicubic"
-            )
-        if made and self.lr_dir:
-            raise ValueError(
-                f"data.lr_dir={self.lr_dir} gives pre-made Y LR patches, which data.channels="
-                f"{self.channels} with degradation={self.degradation.name} cannot use: set "
-                "data.lr_dir=null, or use data.channels=y with degradation=bicubic"
-            )
         d = self.degradation
-        keys = dict(scale=self.scale, patch_size=self.patch_size, batch_size=self.batch_size)
-        why = degradation_rules(keys, d.name, self.margin, d.least_crop(self.scale), d.pool_size)
+        keys = dict(channels=self.channels, lr_dir=self.lr_dir, scale=self.scale)
+        keys.update(patch_size=self.patch_size, batch_size=self.batch_size)
+        why = made_rules(keys, self.schema, d.protocol_lr, d.name) or degradation_rules(
+            keys, d.name, self.margin, d.least_crop(self.scale), d.pool_size
+        )
         if why:
             raise ConfigError(why)
 

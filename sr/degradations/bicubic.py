@@ -8,6 +8,16 @@ import numpy as np
 
 from sr.degradations.registry import DegradationConfig, DegradationSpec, register
 
+SPEC = register(
+    DegradationSpec(
+        "bicubic",
+        "sr.degradations.Bicubic",
+        DegradationConfig,
+        protocol_lr=True,  # the protocol's own operator: sources make its pairs themselves
+        legacy_targets=("sr.degradations.bicubic.Bicubic",),
+    )
+)
+
 
 class Bicubic:
     """``degradation=bicubic`` (the default): the LR is :func:`sr.core.degrade.make_lr`,
@@ -18,7 +28,7 @@ class Bicubic:
 
     name = "bicubic"
     needs_rgb = False  # made from whatever channels the pairs have (Y, or R, G and B)
-    protocol_lr = True  # the protocol's own operator: sources make its pairs themselves
+    protocol_lr = SPEC.protocol_lr  # True: the sources make its pairs themselves
     device = "input"  # made in the input pipeline
     gt_usm = False  # the target is the HR as it is
     pool_size = 0  # no training-pair pool
@@ -72,13 +82,3 @@ class Bicubic:
         from sr.core.degrade import make_lr
 
         return np.asarray(make_lr(np.asarray(hr), scale)).astype(np.uint8)
-
-
-SPEC = register(
-    DegradationSpec(
-        "bicubic",
-        "sr.degradations.Bicubic",
-        DegradationConfig,
-        legacy_targets=("sr.degradations.bicubic.Bicubic",),
-    )
-)

@@ -75,6 +75,7 @@ from sr.degradations.realesrgan_params import (  # noqa: F401  (re-exported)
     KERNEL_SIZE,
     KERNEL_TYPES,
     MIN_SIDE,
+    SPEC,
     Options,
     Params,
     check_keys,
@@ -316,7 +317,7 @@ class RealESRGAN:
 
     name = "realesrgan"
     needs_rgb = True  # made from the RGB HR (colour noise, JPEG chroma): sources keep 3 channels
-    protocol_lr = False  # its own pairs (pair), validated on a fixed degraded set (lr_image)
+    protocol_lr = SPEC.protocol_lr  # False: its own pairs, validated on a fixed degraded set
 
     def __init__(self, **params):
         check_keys(params)

@@ -61,6 +61,9 @@ class DegradationSpec:
         check: ``check(keys)`` of its keys (a dict of plain values, ``_target_`` left out)
             without TensorFlow, raising :class:`ConfigError` naming the key; None: the
             schema's bounds (:func:`sr.core.schema.check_node`).
+        protocol_lr: the class's ``protocol_lr`` (``sr.degradations.protocol.Degradation``): its
+            LR is the protocol's own bicubic, so the data sources make Y pairs themselves; the
+            class reads it from here.
         geometry: ``geometry(keys, scale) -> (margin, least_crop, pool_size)``, what its class's
             ``crop_margin(scale)``, ``least_crop(scale)`` and ``pool_size`` give for these keys
             (plain values, defaults left out), computed without TensorFlow, for the rules on the
@@ -73,6 +76,7 @@ class DegradationSpec:
     target: str
     schema: type = DegradationConfig
     check: Callable[[dict], None] | None = None
+    protocol_lr: bool = False
     geometry: Callable[[dict, int], tuple[int, int, int]] | None = None
     legacy_targets: tuple[str, ...] = ()
 
