@@ -1,6 +1,6 @@
-"""The ``loss`` and ``optimizer`` groups: each loss is its formula on [0, 1] pixels (L1 and L2 the
-former ``train.loss`` ones, bit for bit), AdamW composes and trains, and the defaults are the
-optimizer of the runs before the groups."""
+"""The ``loss`` and ``optimizer`` groups: each pixel term is its formula on [0, 1] pixels (L1
+and L2 the former ``train.loss`` ones, bit for bit), AdamW composes and trains, and the defaults
+are the optimizer of the runs before the groups."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sr.train import losses
+from sr.losses import Loss
 
 RNG = np.random.default_rng(0)
 HR = RNG.random((3, 8, 10, 1), dtype=np.float32)
 SR = np.clip(HR + RNG.normal(0, 0.05, HR.shape).astype(np.float32), 0, 1)
+
+
+def term(name: str, **keys):
+    """The built term ``name`` of ``loss.terms`` with ``keys``."""
+    return Loss({name: keys}).terms[0]
 
 
 def per_example(loss) -> np.ndarray:
@@ -24,12 +29,12 @@ def per_example(loss) -> np.ndarray:
 @pytest.mark.parametrize("eps", [1e-3, 0.1])
 def test_charbonnier_is_the_numpy_formula(eps):
     want = np.sqrt((HR.astype(np.float64) - SR) ** 2 + eps**2).mean(axis=(1, 2, 3))
-    got = per_example(losses.Charbonnier(eps))
+    got = per_example(term("charbonnier", eps=eps))
     assert got.shape == (3,)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     # LapSRN's eps: close to L1 above the smoothing, never below it
-    assert (per_example(losses.Charbonnier()) >= per_example(losses.L1())).all()
-    zero = losses.Charbonnier(eps)(tf.constant(HR), tf.constant(HR)).numpy()
+    assert (per_example(term("charbonnier")) >= per_example(term("l1"))).all()
+    zero = term("charbonnier", eps=eps)(tf.constant(HR), tf.constant(HR)).numpy()
     np.testing.assert_allclose(zero, eps, rtol=1e-6)  # a perfect output costs eps
 
 
@@ -40,19 +45,17 @@ def test_l1_and_l2_are_the_former_losses_bit_for_bit():
         "l1": tf.reduce_mean(tf.abs(hr - sr), axis=[1, 2, 3]).numpy(),
         "l2": tf.reduce_mean(tf.square(hr - sr), axis=[1, 2, 3]).numpy(),
     }
-    assert np.array_equal(per_example(losses.L1()), former["l1"])
-    assert np.array_equal(per_example(losses.L2()), former["l2"])
+    assert np.array_equal(per_example(term("l1")), former["l1"])
+    assert np.array_equal(per_example(term("l2")), former["l2"])
     np.testing.assert_allclose(former["l1"], np.abs(HR - SR).mean(axis=(1, 2, 3)), rtol=1e-6)
     np.testing.assert_allclose(former["l2"], ((HR - SR) ** 2).mean(axis=(1, 2, 3)), rtol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "option, cls", [("l1", "L1"), ("l2", "L2"), ("charbonnier", "Charbonnier")]
-)
-def test_each_loss_option_instantiates_its_class(compose, option, cls):
+@pytest.mark.parametrize("option", ["l1", "l2", "charbonnier"])
+def test_each_loss_preset_instantiates_its_term(compose, option):
     loss = hydra.utils.instantiate(compose(f"loss={option}").loss)
-    assert type(loss) is getattr(losses, cls) and loss.name == option
-    assert compose().loss._target_ == "sr.train.losses.L1"  # the default
+    assert type(loss) is Loss and loss.name == option and loss.names == (option,)
+    assert compose().loss.terms == {"l1": {}}  # the default: L1 at its schema's defaults
 
 
 def test_the_default_optimizer_is_todays_adam(compose):
@@ -104,7 +107,9 @@ def test_adamw_composes_decays_the_weights_and_trains(folders, compose, tmp_path
     assert final["step"] == 2 and np.isfinite(final["val/psnr"])
     assert (tmp_path / "run" / "checkpoints" / "ckpt-2.index").is_file()
     hparams = recorded_hparams(tmp_path / "run" / "tb")
-    assert hparams["loss"] == "charbonnier" and hparams["loss_config"] == "charbonnier(eps=0.001)"
+    assert hparams["loss"] == "charbonnier" and hparams["loss_config"] == (
+        "charbonnier(weight=1, target=gt_usm, eps=0.001)"
+    )
     assert hparams["optimizer"] == "adamw"
     assert hparams["optimizer_config"] == "adamw(beta_1=0.9, beta_2=0.999, weight_decay=0.004)"
 

@@ -49,8 +49,9 @@ def _refused(compose, run_dir, *overrides) -> str:
                 "'sr.degradations.realesrgan.RealESRGAN'. Resume with the run's values",
             ],
         ),
-        (("loss=charbonnier",), ["loss._target_: 'sr.train.losses.L1' -> 'sr.train.losses."]),
-        (("loss=charbonnier",), ["Charbonnier'. Resume"]),  # not loss.eps: the option's key
+        (("loss=charbonnier",), ["loss.terms.charbonnier.eps: '<absent>' -> 0.001"]),
+        (("loss=charbonnier",), ["loss.terms.l1.weight: 1.0 -> '<absent>'"]),  # by the terms
+        (("++loss.terms.l1.weight=2",), ["loss.terms.l1.weight: 1.0 -> 2. Resume"]),
         (
             ("model=edsr_lite",),
             ["model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'. "],

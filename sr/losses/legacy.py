@@ -68,3 +68,23 @@ def upgrade(cfg: DictConfig) -> DictConfig:
         cfg.loss = OmegaConf.create({"_target_": TARGET, "terms": terms})
         OmegaConf.set_struct(cfg, with_flag)
     return cfg
+
+
+def comparable(cfg: DictConfig) -> DictConfig:
+    """A copy of ``cfg`` whose ``loss`` is in today's form (:func:`upgrade`) with every key of
+    each term (``sr.losses.registry.full_terms``), so that a run's saved config and a command
+    line compare by what they train (``loss=l1`` against ``loss=charbonnier``: their terms'
+    keys differ, although a preset writes none). A config without a loss node, or whose terms
+    do not read (a term no longer registered), is returned as it is (copied)."""
+    from sr.core.errors import ConfigError
+    from sr.losses.registry import full_terms
+
+    cfg = upgrade(OmegaConf.create(OmegaConf.to_container(cfg, resolve=False)))
+    terms = OmegaConf.select(cfg, "loss.terms", default=None)
+    if terms is None:
+        return cfg
+    try:
+        cfg.loss.terms = full_terms(OmegaConf.to_container(terms, resolve=True))
+    except ConfigError:
+        pass
+    return cfg

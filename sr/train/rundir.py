@@ -65,6 +65,7 @@ from sr.core.lock import FileLock, LockBusy
 from sr.core.runfiles import check_checkpoint, latest_checkpoint, load_run_config
 from sr.core.weightfiles import is_weight_file
 from sr.loading.checkpoints import CHECKPOINT_DIR, find_checkpoint, read_best
+from sr.losses.legacy import comparable
 from sr.train.checkpoint import check_resume_init_from, init_from_choice, init_from_fix
 from sr.train.pretrained import check_init_file
 
@@ -252,7 +253,7 @@ def check_resume(cfg: DictConfig) -> None:
         )
     saved = load_run_config(run_dir)
     check_resume_init_from(cfg, saved)
-    differ = config_differences(saved, cfg)
+    differ = config_differences(comparable(saved), comparable(cfg))  # the loss by its terms
     if differ:
         overrides = run_dir / ".hydra" / "overrides.yaml"
         started = ""
