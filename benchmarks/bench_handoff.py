@@ -188,7 +188,7 @@ def trainer_rounds(args) -> None:
         if variant["name"] == names[0] or not args.sync:
             return fused(self)
         start = time.perf_counter()
-        batch = self.take_batch()
+        batch = self.feed.take_batch()
         self.host_wait += time.perf_counter() - start
         return self.train_step(batch)
 

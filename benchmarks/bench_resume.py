@@ -73,15 +73,15 @@ def checkpoint_cost(mode: str, hr_dir: Path, work: Path, repeats: int) -> dict:
     loader.prepare()
     model = build_model(cfg)
     trainer = Trainer(cfg, loader, model, work / f"run-{mode}")
-    iterator = trainer.data_iterator()
+    iterator = trainer.feed.open()
     for _ in range(8):  # buffers full: the shuffle buffer and the prefetched batches
         next(iterator)
     time.sleep(2.0)
     bare = make_manager(
-        make_checkpoint(model, trainer.optimizer, trainer.step), work / f"bare-{mode}", 100
+        make_checkpoint(model, trainer.optimizer, trainer.state.step), work / f"bare-{mode}", 100
     )
     out = {}
-    for name, manager in (("with_data", trainer.manager), ("model_only", bare)):
+    for name, manager in (("with_data", trainer.checkpoints.manager), ("model_only", bare)):
         times = []
         for k in range(repeats):
             t0 = time.perf_counter()
@@ -91,8 +91,8 @@ def checkpoint_cost(mode: str, hr_dir: Path, work: Path, repeats: int) -> dict:
         size = sum(f.stat().st_size for f in Path(prefix).parent.glob(Path(prefix).name + ".*"))
         out[name] = {"save_s": statistics.median(times), "bytes": size}
     t0 = time.perf_counter()
-    trainer.stream_checkpoint = trainer.manager.latest_checkpoint
-    again = trainer.data_iterator()
+    trainer.feed.stream_checkpoint = trainer.checkpoints.manager.latest_checkpoint
+    again = trainer.feed.open()
     next(again)
     out["with_data"]["restore_and_first_batch_s"] = time.perf_counter() - t0
     del iterator, again

@@ -19,3 +19,38 @@ def test_the_mode_decides_which_value_is_better():
 def test_a_mode_other_than_max_or_min_is_refused():
     with pytest.raises(ValueError, match="max or min"):
         BestRule("psnr", "up")
+
+
+def test_the_best_checkpoint_is_kept_by_its_rule_alone(tmp_path):
+    """``sr.train.best.BestCheckpoint`` built alone: a one-convolution model's checkpoint."""
+    import json
+
+    import tensorflow as tf
+
+    from sr.train.best import BestCheckpoint
+    from sr.train.cluster import Cluster
+    from tests.trainer_parts import build_parts
+
+    run = build_parts(tmp_path)
+    best = BestCheckpoint(
+        run.checkpoint, tmp_path / "checkpoints" / "best", NIQE, run.state.step, run.finite,
+        Cluster(tf.distribute.get_strategy()), averaged=False, chief=True,
+    )  # fmt: skip
+    run.state.step.assign(2)
+    best.keep({"niqe": 6.0, "psnr": 25.0})
+    run.state.step.assign(4)
+    best.keep({"niqe": 7.0, "psnr": 27.0})  # a higher NIQE: worse, not kept
+    best.keep({"niqe": math.nan, "psnr": 27.0})
+    record = json.loads((tmp_path / "checkpoints" / "best" / "best.json").read_text())
+    assert record == {
+        "step": 2, "metric": "niqe", "mode": "min", "niqe": 6.0, "psnr": 25.0,
+        "weights": "live", "live_psnr": 25.0, "checkpoint": "ckpt-2",
+    }  # fmt: skip
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints" / "best")).endswith("ckpt-2")
+
+    again = BestCheckpoint(
+        run.checkpoint, tmp_path / "checkpoints" / "best", NIQE, run.state.step, run.finite,
+        Cluster(tf.distribute.get_strategy()), averaged=False, chief=True,
+    )  # fmt: skip
+    assert again.resume(tmp_path) == 25.0  # a resume: the record's PSNR, for the guard
+    assert again.score == NIQE.score(6.0)  # only a lower NIQE replaces it

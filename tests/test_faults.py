@@ -100,7 +100,7 @@ def test_nan_found_within_log_every_steps_names_that_step(folders, tmp_path, com
 
     def init(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
-        trainer_step.append(self.step)
+        trainer_step.append(self.state.step)
         self.stepper.loss = nan_from_step_3  # read when the step is traced
 
     monkeypatch.setattr(loop.Trainer, "__init__", init)
@@ -137,18 +137,18 @@ def test_skip_policy_skips_non_finite_steps_and_counts_them(folders, tmp_path, c
     iterations = int(trainer.optimizer.iterations)
     nan_hr = tf.fill(hr.shape, np.nan)
     assert np.isnan(float(trainer.train_step(Batch(lq=lr, gt=nan_hr))))
-    assert int(trainer.skipped) == 1 and int(trainer.step) == 1
+    assert int(trainer.state.skipped) == 1 and int(trainer.state.step) == 1
     assert int(trainer.optimizer.iterations) == iterations  # no update applied
     assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights))
     trainer.train_step(Batch(lq=lr, gt=hr))
-    assert int(trainer.skipped) == 1 and int(trainer.optimizer.iterations) == iterations + 1
+    assert int(trainer.state.skipped) == 1 and int(trainer.optimizer.iterations) == iterations + 1
 
     # every step of a log window skipped: the model cannot recover, so the run stops
-    trainer.check_finite(window=True)  # 1 of 2 skipped: a warning only
+    trainer.finite.check(window=True)  # 1 of 2 skipped: a warning only
     for _ in range(3):
         trainer.train_step(Batch(lq=lr, gt=nan_hr))
     with caplog.at_level(logging.WARNING), pytest.raises(NonFiniteError, match="last 3 steps"):
-        trainer.check_finite(window=True)
+        trainer.finite.check(window=True)
     assert "skipped 3 step(s) with a non-finite loss or gradient (4 in all)" in caplog.text
 
     final = run(cfg, tmp_path / "run")  # a normal run under skip trains as usual

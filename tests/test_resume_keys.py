@@ -20,7 +20,8 @@ from sr.core.runfiles import RunFileError
 from sr.loading.checkpoints import best_dir, make_checkpoint
 from sr.loading.models import build_model
 from sr.train.app import run
-from sr.train.checkpoint import init_from_choice, make_manager
+from sr.train.checkpoint import make_manager
+from sr.train.init_from import init_from_choice
 from sr.train.rundir import RUN_KEYS, check_resume, config_differences
 from tests.fake_run import TINY, make_run
 

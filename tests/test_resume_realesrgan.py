@@ -3,7 +3,7 @@
 Its stream identity holds the degradation's parameters, tuples in the config's dataclass and
 lists once read back from the checkpoint's JSON; compared as they were, they never matched and
 every resume started a new batch stream (issue 37). The identities are now compared in one
-serialised form (``sr.train.checkpoint.stream_changes``). Checked on the identities, in a tiny
+serialised form (``sr.train.data_state.stream_changes``). Checked on the identities, in a tiny
 in-process run, and in ``train.py`` processes SIGKILLed mid-run and resumed: every variable of
 the model, its EMA, both optimizers and the discriminator equals the uninterrupted run's."""
 
@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from sr.config import build_source
-from sr.train.checkpoint import identity_json, make_data_state, read_data_state, stream_changes
+from sr.train.data_state import identity_json, make_data_state, read_data_state, stream_changes
 from tests.conftest import ROOT, finished, started, write_photos
 from tests.test_resume import ENV, run_here
 

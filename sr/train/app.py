@@ -17,7 +17,7 @@ from sr.loading.models import build_model, load_model, load_model_from_run
 from sr.models import registry
 from sr.models.complexity import parameters
 from sr.train import distribute
-from sr.train.checkpoint import init_from_choice, init_from_fix
+from sr.train.init_from import init_from_choice, init_from_fix
 from sr.train.loop import Trainer
 from sr.train.precision import setup_precision
 from sr.train.pretrained import record_init

@@ -1,5 +1,6 @@
-"""What the :class:`sr.train.loop.Trainer` reports: the timing line and TensorBoard scalars of each
-log window, the final summary and the HParams record of the run."""
+"""What a run reports (:class:`Reporter`, a collaborator of :class:`sr.train.loop.Trainer`): the
+timing line and TensorBoard scalars of each log window, the final summary and the HParams record
+of the run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import tensorflow as tf
 
 from sr.evaluation import METRICS
 from sr.models import registry
+from sr.train.budget import TimeBudget
 from sr.train.schedule import current_lr
+from sr.train.state import RunState
 from sr.train.timing import StepTimer
 
 log = logging.getLogger("sr.train.loop")  # the timing lines as before (scripts read train.log)
@@ -22,10 +25,36 @@ def describe_model(model_cfg) -> str:
     return f"{registry.spec_of(model_cfg).name}({args})"
 
 
-class Reporting:
-    """Logging of the Trainer; mixed into it, whose ``__init__`` sets the attributes used here
-    (``cfg``, ``model``, ``optimizer``, ``step``, ``writer``, ``loader``, ``strategy``,
-    ``run_dir``, ``budget``, ``loss``, ``optimizer_choice``)."""
+class Reporter:
+    """The run's reports: the timing line and TensorBoard scalars of each log window, the final
+    summary and the HParams record.
+
+    Args:
+        cfg: the composed config (``train``, ``data``, ``model``; the HParams' choices).
+        writer: the run's summary writer.
+        state: the run's state (the step, the guard's rollbacks and learning-rate factor).
+        budget: the time budget (the minutes used, in the final summary).
+        model: the Keras model trained (its parameters).
+        optimizer: its optimizer (the current learning rate).
+        optimizer_choice: ``sr.train.optimizers.optimizer_choice(cfg)`` (its name and keys).
+        loss: the run's loss (its ``name`` and ``describe()``).
+        part: the way of training (its log line, its ``describe()``).
+        data_mode: the data source's ``mode`` (``generator``, ``tfrecord``, ...).
+        replicas: the strategy's replicas in sync.
+        run_name: the HParams trial id (the run folder's name).
+
+    Attributes:
+        final: the last result of :meth:`finish` (``{}`` before).
+    """
+
+    def __init__(self, cfg, writer, state: RunState, budget: TimeBudget, *, model, optimizer,
+                 optimizer_choice, loss, part, data_mode: str, replicas: int,
+                 run_name: str):  # fmt: skip
+        self.cfg, self.writer, self.state, self.budget = cfg, writer, state, budget
+        self.model, self.optimizer, self.optimizer_choice = model, optimizer, optimizer_choice
+        self.loss, self.part, self.data_mode, self.replicas = loss, part, data_mode, replicas
+        self.run_name = run_name
+        self.final: dict = {}
 
     def log_window(self, timer: StepTimer, loss: float) -> None:
         """The timing line and the ``train/`` scalars of the steps since the last one."""
@@ -37,7 +66,7 @@ class Reporting:
             "[%s] step %d/%d  loss %.5f  step %.1f ms  data-wait %.2f ms (%.1f%%)  "
             "%.0f patches/s  lr %.2e",
             timer.elapsed(),
-            int(self.step.numpy()),
+            self.state.at(),
             self.cfg.train.steps,
             loss,
             stats.step_time_ms,
@@ -46,24 +75,24 @@ class Reporting:
             stats.patches_per_sec,
             lr,
         )
-        with self.writer.as_default(step=int(self.step.numpy())):
+        with self.writer.as_default(step=self.state.at()):
             tf.summary.scalar("train/loss", loss)
             tf.summary.scalar("train/step_time_ms", stats.step_time_ms)
             tf.summary.scalar("train/data_wait_ms", stats.data_wait_ms)
             tf.summary.scalar("train/patches_per_sec", stats.patches_per_sec)
             tf.summary.scalar("train/lr", lr)
-        self.part.log_window(int(self.step.numpy()), self.writer)
+        self.part.log_window(self.state.at(), self.writer)
 
     def finish(self, timer: StepTimer, res: dict, interrupted) -> dict:
         """The result of :meth:`fit` (see there), logged and recorded in HParams."""
         summary = timer.summary()
         final = {
-            "step": int(self.step.numpy()),
+            "step": self.state.at(),
             "interrupted": interrupted,
-            "rollbacks": int(self.guard_state.rollbacks.numpy()),
+            "rollbacks": int(self.state.guard.rollbacks.numpy()),
         }
-        if self.budget is not None:
-            final["budget_minutes_used"] = self.elapsed_seconds() / 60
+        if self.budget.seconds is not None:
+            final["budget_minutes_used"] = self.budget.elapsed_seconds() / 60
             log.info(
                 "steps reached: %d of train.steps=%d in %.2f of %s budget minutes; final lr %.3g",
                 final["step"],
@@ -128,11 +157,11 @@ class Reporting:
         return {
             "model": describe_model(c.model),
             "parameters": int(self.model.count_params()),
-            "data_mode": self.loader.mode,
+            "data_mode": self.data_mode,
             "strategy": str(c.train.strategy),
-            "replicas": int(self.strategy.num_replicas_in_sync),
+            "replicas": int(self.replicas),
             "steps": int(c.train.steps),
-            "steps_reached": int(self.step.numpy()),
+            "steps_reached": self.state.at(),
             "max_minutes": float(c.train.max_minutes or 0.0),
             "batch_size": int(c.data.batch_size),
             "patch_size": int(c.data.patch_size),
@@ -147,12 +176,12 @@ class Reporting:
             "ema": float(c.train.get("ema") or 0.0),
             "clip_norm": float(c.train.clip_norm or 0.0),  # 0: no clipping
             "guard": bool(c.train.guard),
-            "rollbacks": int(self.guard_state.rollbacks.numpy()),
-            "lr_scale": float(self.guard_state.lr_scale.numpy()),  # after the rollbacks
+            "rollbacks": int(self.state.guard.rollbacks.numpy()),
+            "lr_scale": float(self.state.guard.lr_scale.numpy()),  # after the rollbacks
         }
 
     def write_hparams(self, final: dict) -> None:
         from tensorboard.plugins.hparams import api as hp
 
-        with self.writer.as_default(step=int(self.step.numpy())):
-            hp.hparams(self.hparams(), trial_id=self.run_dir.name)  # metrics: the val/ scalars
+        with self.writer.as_default(step=self.state.at()):
+            hp.hparams(self.hparams(), trial_id=self.run_name)  # metrics: the val/ scalars

@@ -1,64 +1,98 @@
-"""What the :class:`sr.train.loop.Trainer` does on the divergence guard's verdicts
-(:mod:`sr.train.guard`): roll back to the last good checkpoint with a lower learning rate, and
-keep ``checkpoints/best`` (the best validated checkpoint) outside the rotation."""
+"""What the trainer does on the divergence guard's verdicts (:mod:`sr.train.guard`): roll back to
+the last good checkpoint with a lower learning rate and replay the batches from there
+(:class:`Rollback`)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import math
+from collections.abc import Callable
 from pathlib import Path
 
 import tensorflow as tf
 
-from sr.loading.checkpoints import BEST_RECORD, best_dir, checkpoint_step, read_best
-from sr.train import distribute
-from sr.train.best import PSNR, BestRule
-from sr.train.guard import DivergenceError
+from sr.loading.checkpoints import best_dir, checkpoint_step, read_best
+from sr.train.best import BestCheckpoint
+from sr.train.cluster import Cluster
+from sr.train.guard import DivergenceError, DivergenceGuard
+from sr.train.saving import Checkpoints
+from sr.train.state import RunState
 from sr.train.validation import ValidationError
+from sr.train.window import LossWindow
 
 log = logging.getLogger("sr.train.loop")  # beside the timing lines in train.log
 
 
-class GuardPolicy:
-    """The divergence guard's actions and the best checkpoint; mixed into the Trainer, whose
-    ``__init__`` sets the attributes used here (``cfg``, ``guard``, ``guard_state``,
-    ``window``, ``manager``, ``saved_steps``, ``best_manager``, ``restore_dir``, ``run_dir``,
-    ``chief``, ``writer``, ``first_bad``, ``ema``, ``step``, ``resume_dir``) and whose
-    :class:`sr.train.saving.CheckpointPolicy` gives ``restore_state``, ``data_checkpoint``,
-    ``check_finite`` and ``save``, and ``data_iterator``."""
+class Rollback:
+    """The divergence guard's judgements of the run and the actions on them.
 
-    def guard_begin(self, step: int, loss) -> None:
+    Args:
+        guard: the judge (:class:`sr.train.guard.DivergenceGuard`).
+        state: the run's state (the step, the guard's checkpointed part, the steps saved).
+        checkpoints: the run's checkpoints: a rollback restores one and saves it again as the
+            newest.
+        best: ``checkpoints/best``, kept on every accepted validation.
+        window: the loss window the step fills (:class:`sr.train.window.LossWindow`).
+        part: the way of training (``sr.train.parts.TrainingPart``): its own verdicts, advice
+            and state to forget.
+        writer: the run's summary writer (``train/rollbacks``, ``train/lr_scale``).
+        cluster: the run's workers; with several, a verdict is agreed with a collective.
+        reopen: ``reopen(path)`` opens the data stream again at the restored step, from the
+            data position of the checkpoint ``path`` (:meth:`sr.train.feed.DataFeed.reopen`).
+        train: the ``train`` node of the config (``steps``, ``lr``, ``max_to_keep``,
+            ``guard_max_rollbacks``, ``guard_lr_factor``, ``init_from``).
+    """
+
+    def __init__(self, guard: DivergenceGuard, state: RunState, checkpoints: Checkpoints,
+                 best: BestCheckpoint, window: LossWindow, part, writer, cluster: Cluster,
+                 reopen: Callable[[str], None], train):  # fmt: skip
+        self.guard, self.state, self.checkpoints, self.best = guard, state, checkpoints, best
+        self.window, self.part, self.writer, self.cluster = window, part, writer, cluster
+        self.reopen, self.train = reopen, train
+        self.resume_dir, self.restore_dir = checkpoints.resume_dir, checkpoints.restore_dir
+
+    def begin(self, step: int, loss) -> None:
         """After the run's first step (``step``, counted after it; ``loss`` its loss, a scalar
         tensor): the guard counts ``train.guard_from`` from the step the run started from and
         takes the loss of the weights it started from as the explosion rule's reference."""
         self.guard.begin(step - 1, float(loss))
 
-    def measure_stage_start(self) -> None:
+    def resume(self) -> None:
+        """After ``resume=`` restored a checkpoint: the resumed step was judged good when it was
+        saved; the guard's references are the checkpoint's, its best PSNR the best record's."""
+        guard, step = self.guard, self.state.at()
+        guard.accepted_step = guard.pool_start = guard.validated_step = step
+        guard.remember(self.state.guard.memory.numpy())
+        psnr = self.best.resume(self.resume_dir)
+        if psnr is not None:
+            guard.best_psnr = psnr
+
+    def measure_stage_start(self, validator, val_dir) -> None:
         """The GAN stage's start (``psnr_reference`` ``start``), for a fresh run from
         ``train.init_from`` with validation data: the validation PSNR (dB) of the weights it
-        starts from, measured once before its first step (logged as step 0) and kept in the
-        guard's checkpointed memory; the validation rule judges against it. A stage from random
-        weights takes its first validation instead (:meth:`DivergenceGuard.validation`).
+        starts from, measured once before its first step (logged as step 0) with ``validator``
+        (a :class:`sr.train.validation.Validator`; None without validation images) and kept in
+        the guard's checkpointed memory; the validation rule judges against it. A stage from
+        random weights takes its first validation instead (:meth:`DivergenceGuard.validation`).
 
         Raises:
-            ValidationError: a validation image failed (nothing trained yet).
+            ValidationError: a validation image failed (nothing trained yet), naming
+                ``data.val_dir`` (``val_dir``).
         """
         guard = self.guard
         if not (
             guard.reference_rule == "start"
             and guard.settings.enabled
-            and self.val_files
-            and self.cfg.train.get("init_from")
-            and int(self.step.numpy()) == 0
+            and validator is not None
+            and self.train.get("init_from")
+            and self.state.at() == 0
         ):
             return
         try:
-            res = self.validator.evaluate(0, "val", " of the train.init_from weights")
+            res = validator.evaluate(0, "val", " of the train.init_from weights")
         except ValueError as e:
             raise ValidationError(
                 f"validation of the train.init_from weights failed: {e}. Fix or remove the "
-                f"image in data.val_dir={self.loader.val_dir} (or set data.val_dir=null)"
+                f"image in data.val_dir={val_dir} (or set data.val_dir=null)"
             ) from e
         guard.start_psnr = res["psnr"]
         log.info(
@@ -71,21 +105,34 @@ class GuardPolicy:
         """Read the loss window (:class:`sr.train.window.LossWindow`) and judge it; the verdict
         (None: accepted) is the same on every worker (the loss is the global batch's)."""
         total, count, peak = self.window.read()
-        step = int(self.step.numpy())
+        step = self.state.at()
         return self.guard.window(step, total, count, peak) or self.part.judge(step)
 
-    def judge_validation(self, res: dict, cluster: bool) -> str | None:
+    def judge_validation(self, res: dict) -> str | None:
         """Judge a validation result (its ``psnr``, dB, of the trained weights; only the chief
         validates, so with several workers the verdict is agreed with a collective); on an
         accepted one, keep ``checkpoints/best`` if it is the best so far."""
         # against the best so far, or for a GAN (which lowers PSNR on purpose) the stage's start
-        verdict = self.guard.validation(int(self.step.numpy()), res["psnr"]) if res else None
-        if cluster:
-            verdict = verdict or ("validation collapse (on the chief)" if self._any_worker(
+        verdict = self.guard.validation(self.state.at(), res["psnr"]) if res else None
+        if self.cluster.several:
+            verdict = verdict or ("validation collapse (on the chief)" if self.cluster.any(
                 verdict is not None) else None)  # fmt: skip
         if verdict is None:
-            self.keep_best(res, cluster)
+            self.best.keep(res)
         return verdict
+
+    def targets(self) -> dict[int, str]:
+        """The checkpoints a rollback may restore, by step: the rotation's (the last
+        ``train.max_to_keep`` saved), and ``checkpoints/best`` when the rotation dropped every
+        good one."""
+        paths = {s: str(self.restore_dir / f"ckpt-{s}") for s in self.state.saved_steps}
+        paths = dict(sorted(paths.items())[-int(self.train.max_to_keep) :])  # the rotation's
+        record = read_best(self.resume_dir)
+        if record is not None:  # the best, when the rotation dropped every good one
+            paths.setdefault(
+                int(record["step"]), str(best_dir(self.resume_dir) / record["checkpoint"])
+            )
+        return paths
 
     def rollback(self, reason: str, final: bool = False) -> int:
         """Restore the last good checkpoint (weights, optimizer and EMA, step, data position),
@@ -101,41 +148,17 @@ class GuardPolicy:
                 checkpoint is restored and saved as the newest first, its rate unchanged), or
                 with no good checkpoint to go back to; names ``checkpoints/best``.
         """
-        step, t = int(self.step.numpy()), self.cfg.train
-        done = int(self.guard_state.rollbacks.numpy())
-        paths = {s: str(self.restore_dir / f"ckpt-{s}") for s in self.saved_steps}
-        paths = dict(sorted(paths.items())[-int(t.max_to_keep) :])  # the rotation's
-        record = read_best(self.resume_dir)
-        if record is not None:  # the best, when the rotation dropped every good one
-            paths.setdefault(
-                int(record["step"]), str(best_dir(self.resume_dir) / record["checkpoint"])
-            )
+        step, t = self.state.at(), self.train
+        done = int(self.state.guard.rollbacks.numpy())
+        paths = self.targets()
         target = self.guard.target(sorted(paths))
         give_up = done >= int(t.guard_max_rollbacks) or target is None
         if target is not None:
             scale = 1.0 if give_up else float(t.guard_lr_factor)
             self.restore_good(paths[target], target, scale)
         if give_up:
-            best = tf.train.latest_checkpoint(str(best_dir(self.resume_dir)))
-            why = (
-                f"after {done} rollback(s) (train.guard_max_rollbacks={t.guard_max_rollbacks}); "
-                f"the newest checkpoint is again the good one of step {target}"
-                if target is not None
-                else "and no checkpoint known to be good is left to roll back to"
-            )
-            advice = self.part.advice(reason) or (
-                f"Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a longer "
-                "train.lr_warmup_steps"
-            )
-            raise DivergenceError(
-                f"the run diverged at step {step} ({reason}) {why}; "
-                + (f"the best weights are in {best}" if best else "no checkpoints/best yet")
-                + f". {advice}",
-                step,
-                done,
-                best,
-            )
-        scale = float(self.guard_state.lr_scale.numpy())
+            raise self.give_up(reason, step, done, target)
+        scale = float(self.state.guard.lr_scale.numpy())
         then = (
             f"the run ends on it, at step {target} of train.steps={t.steps}: resume="
             f"{self.resume_dir} trains on from there at the lowered rate"
@@ -155,28 +178,51 @@ class GuardPolicy:
             tf.summary.text("train/rollback", f"step {step}: {reason}; restored step {target}")
         return target
 
+    def give_up(self, reason: str, step: int, done: int, target: int | None) -> DivergenceError:
+        """The error that ends a run the guard cannot save: ``done`` rollbacks made, the
+        divergence at ``step``, ``target`` the good step restored (None: none left)."""
+        t = self.train
+        best = tf.train.latest_checkpoint(str(best_dir(self.resume_dir)))
+        why = (
+            f"after {done} rollback(s) (train.guard_max_rollbacks={t.guard_max_rollbacks}); "
+            f"the newest checkpoint is again the good one of step {target}"
+            if target is not None
+            else "and no checkpoint known to be good is left to roll back to"
+        )
+        advice = self.part.advice(reason) or (
+            f"Start again with a lower train.lr (now {t.lr:g}), train.clip_norm or a longer "
+            "train.lr_warmup_steps"
+        )
+        return DivergenceError(
+            f"the run diverged at step {step} ({reason}) {why}; "
+            + (f"the best weights are in {best}" if best else "no checkpoints/best yet")
+            + f". {advice}",
+            step,
+            done,
+            best,
+        )
+
     def restore_good(self, path: str, target: int, scale: float) -> None:
         """Restore the checkpoint ``path`` (of step ``target``: the rotation's, or
         ``checkpoints/best``) and its data position, multiply the learning-rate factor by
         ``scale`` (counting a rollback when below 1), delete the checkpoints of the rotation
         saved after it and save the restored state as the newest."""
+        state = self.state
         # the factor and the count go on from the run's, not from the (older) checkpoint's
-        lr_scale = float(self.guard_state.lr_scale.numpy())
-        rollbacks = int(self.guard_state.rollbacks.numpy())
-        self.restore_state(path, elapsed=False)  # the time spent stays spent
-        self.guard_state.lr_scale.assign(lr_scale * scale)
-        self.guard_state.rollbacks.assign(rollbacks + (scale < 1))
-        self.first_bad.assign(-1)
+        lr_scale = float(state.guard.lr_scale.numpy())
+        rollbacks = int(state.guard.rollbacks.numpy())
+        self.checkpoints.restore(path, elapsed=False)  # the time spent stays spent
+        state.guard.lr_scale.assign(lr_scale * scale)
+        state.guard.rollbacks.assign(rollbacks + (scale < 1))
+        state.first_bad.assign(-1)
         self.window.read()  # forget the diverged steps' losses
         self.part.forget()
         self.guard.rolled_back(target)
-        self.saved_steps = [s for s in self.saved_steps if s <= target]
-        self.stream_checkpoint = self.data_checkpoint(path)
-        self.iterator = self.take_batch = None
-        self.iterator = self.data_iterator()  # at the restored step, from its data position
-        if self.chief:
+        state.saved_steps = [s for s in state.saved_steps if s <= target]
+        self.reopen(path)  # at the restored step, from its data position
+        if self.checkpoints.chief:
             self.delete_checkpoints_after(target)
-        self.save()
+        self.checkpoints.save()
 
     def delete_checkpoints_after(self, target: int) -> None:
         """Delete the files of the rotation's checkpoints saved after step ``target`` (the
@@ -188,56 +234,3 @@ class GuardPolicy:
                 for f in self.restore_dir.glob(prefix.name + ".*"):
                     f.unlink()
                 log.info("divergence guard: deleted the suspect checkpoint %s", prefix)
-
-    def keep_best(self, res: dict, cluster: bool) -> None:
-        """Save ``checkpoints/best`` when this validation is the best so far by the part's rule
-        (``self.part.best``, a ``sr.train.best.BestRule``: the highest PSNR, or the lowest NIQE; of
-        the averaged weights with ``train.ema``, as evaluate.py scores by default), with
-        ``best.json`` beside it; every worker saves (a collective), the chief keeps it."""
-        rule = self.part.best
-        metric = rule.monitor
-        key = f"ema_{metric}" if self.ema is not None else metric
-        value = res.get(key, math.nan) if res else math.nan
-        score = rule.score(value)  # higher is better
-        better = score > self.best_score  # False for NaN
-        if cluster:
-            better = self._any_worker(better)
-        if not better:
-            return
-        self.check_finite(weights=True)
-        step = int(self.step.numpy())
-        path = self.best_manager.save(checkpoint_number=step)
-        distribute.discard(self.best_manager.directory)
-        if not self.chief:
-            return
-        self.best_score = score
-        psnr_key = "ema_psnr" if self.ema is not None else "psnr"
-        record = {
-            "step": step,
-            "metric": metric,
-            "mode": rule.mode,
-            metric: value,
-            "psnr": res[psnr_key],
-            "weights": "ema" if self.ema is not None else "live",
-            "live_psnr": res["psnr"],
-            "checkpoint": Path(path).name,
-        }
-        tmp = Path(self.best_manager.directory) / (BEST_RECORD + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1) + "\n")
-        tmp.replace(Path(self.best_manager.directory) / BEST_RECORD)  # atomic
-        unit = " dB" if metric == "psnr" else ""
-        log.info("best checkpoint so far: %s (%s %.3f%s, %s weights)", path, metric.upper(),
-                 value, unit, record["weights"])  # fmt: skip
-
-    def restore_best_record(self) -> None:
-        """On a resume: the best score so far (``checkpoints/best/best.json``), so that only a
-        better validation replaces ``checkpoints/best``, and the guard's reference."""
-        record = read_best(self.resume_dir)
-        if record is not None:
-            metric = record.get("metric", "psnr")  # runs saved before GAN runs: PSNR
-            value = float(record.get(metric, record["psnr"]))
-            # the record's own rule (saved since the mode was), else the part's of its metric
-            mode = record.get("mode") or (self.part.best.mode if metric == self.part.best.monitor
-                                          else PSNR.mode)  # fmt: skip
-            self.best_score = BestRule(metric, mode).score(value)
-            self.guard.best_psnr = float(record.get("live_psnr", record["psnr"]))

@@ -66,7 +66,7 @@ from sr.core.runfiles import check_checkpoint, latest_checkpoint, load_run_confi
 from sr.core.weightfiles import is_weight_file
 from sr.loading.checkpoints import CHECKPOINT_DIR, find_checkpoint, read_best
 from sr.losses.legacy import comparable
-from sr.train.checkpoint import check_resume_init_from, init_from_choice, init_from_fix
+from sr.train.init_from import check_resume_init_from, init_from_choice, init_from_fix
 from sr.train.pretrained import check_init_file
 
 LOCK_FILE = ".lock"

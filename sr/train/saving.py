@@ -1,17 +1,21 @@
-"""The checkpoint policy of the :class:`sr.train.loop.Trainer`: nothing non-finite is saved, a
-failing validation loses no step, and ``resume=`` restores the weights, the optimizer, the step,
-the time budget used and the data position."""
+"""The checkpoints of a run (:class:`Checkpoints`): nothing non-finite is saved
+(:class:`FiniteCheck`), a failing validation loses no step, and ``resume=`` restores the
+weights, the optimizer, the step and the time budget used (the data position:
+:class:`sr.train.feed.DataFeed`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 
 from sr.core.errors import ConfigError
 from sr.core.runfiles import RunFileError, check_checkpoint, describe, latest_checkpoint
 from sr.loading.checkpoints import (
+    CHECKPOINT_DIR,
     checkpoint_step,
     has_averages,
     has_part,
@@ -19,8 +23,11 @@ from sr.loading.checkpoints import (
     resume_candidates,
 )
 from sr.train import distribute
-from sr.train.checkpoint import identity_json, read_data_state, stream_changes
+from sr.train.budget import TimeBudget
+from sr.train.checkpoint import make_manager
+from sr.train.guard import DivergenceGuard
 from sr.train.schedule import lr_at
+from sr.train.state import RunState
 from sr.train.step import all_finite
 from sr.train.validation import ValidationError
 
@@ -42,17 +49,166 @@ class NonFiniteError(RuntimeError):
         self.step, self.lr, self.last_checkpoint = step, lr, last_checkpoint
 
 
-class CheckpointPolicy:
-    """When and what the Trainer saves and restores; mixed into it, whose ``__init__`` sets the
-    attributes used here (``cfg``, ``model``, ``optimizer``, ``schedule``, ``step``,
-    ``first_bad``, ``skipped``, ``elapsed``, ``checkpoint``, ``manager``, ``data_manager``,
-    ``data_state``, ``loader``, ``writer``, ``run_dir``, ``resume_dir``, ``restore_dir``,
-    ``checkpoint_dir``, ``chief``, ``ema``, ``skip_nonfinite``)."""
+class FiniteCheck:
+    """The host side of the non-finite check: reads the step's device-side record and, before a
+    save, the weights.
 
-    def restore(self) -> int:
-        """Restore the newest readable checkpoint of ``run_dir`` (for ``resume=``); returns its
-        step. A checkpoint that cannot be read (truncated, damaged) is skipped with a warning
-        naming its files, for the one before it.
+    Args:
+        state: the run's state (``step``, ``first_bad``, ``skipped``).
+        variables: the variables checked finite before a save: a callable returning them (the
+            model's weights, the optimizer's slots, the part's, as they are at the check).
+        schedule: the learning-rate schedule (the error names the rate of the step).
+        writer: the run's summary writer (``train/skipped_steps``).
+        skip: ``train.on_nonfinite=skip`` (the step skips a non-finite update and counts it).
+        lr: ``train.lr`` (the error's advice: a tenth of it).
+        resume_dir: the run whose checkpoints ``resume=`` reads (the chief's).
+    """
+
+    def __init__(self, state: RunState, variables, schedule, writer, *, skip: bool, lr: float,
+                 resume_dir: Path):  # fmt: skip
+        self.state, self.variables, self.schedule, self.writer = state, variables, schedule, writer
+        self.skip, self.lr, self.resume_dir = skip, lr, Path(resume_dir)
+        self._skip_mark = (0, 0)  # (step, skipped) at the last log line
+
+    def error(self, step: int, what: str) -> NonFiniteError:
+        """The error for a non-finite state found at ``step``: names the step, its learning rate,
+        the last (finite) checkpoint on disk and how to resume from it."""
+        lr = lr_at(self.schedule, max(0, step - 1))
+        last = latest_checkpoint(self.resume_dir / CHECKPOINT_DIR)
+        if last:
+            nxt = (
+                f"the last good checkpoint is {last}; resume from it with "
+                f"resume={self.resume_dir} and a lower learning rate, e.g. "
+                f"train.lr={self.lr / 10:.3g}"
+            )
+        else:
+            nxt = (
+                f"no checkpoint was saved before it; start again with a lower train.lr ({lr:.3g})"
+            )
+        return NonFiniteError(
+            f"{what} at step {step} (lr {lr:.3g}): stopped without saving it; {nxt}",
+            step,
+            lr,
+            last,
+        )
+
+    def check(self, weights: bool = False, window: bool = False) -> None:
+        """Read the step's device-side record (one scalar).
+
+        Args:
+            weights: also check that every variable of :attr:`variables` is finite (one
+                reduction per variable; done before every save).
+            window: a log line's check; with ``train.on_nonfinite=skip`` it logs the steps
+                skipped since the last one and stops if every step since then was skipped.
+
+        Raises:
+            NonFiniteError: naming the step, its learning rate and the last good checkpoint.
+        """
+        step = self.state.at()
+        if self.skip:
+            if window:
+                self._check_skipped(step)
+        else:
+            bad = int(self.state.first_bad.numpy())
+            if bad >= 0:
+                raise self.error(bad, "non-finite loss (NaN or inf)")
+        if weights and not bool(all_finite(self.variables())):
+            raise self.error(step, "non-finite weights")
+
+    def _check_skipped(self, step: int) -> None:
+        """``on_nonfinite=skip``: log the steps skipped since the last log line; stop if every
+        one of them was."""
+        skipped = int(self.state.skipped.numpy())
+        mark_step, mark_skipped = self._skip_mark
+        new = skipped - mark_skipped
+        self._skip_mark = (step, skipped)
+        if new:
+            log.warning(
+                "skipped %d step(s) with a non-finite loss or gradient (%d in all)", new, skipped
+            )
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("train/skipped_steps", skipped)
+        if new and new >= step - mark_step:
+            raise self.error(step, f"every one of the last {new} steps was non-finite and skipped")
+
+
+class Checkpoints:
+    """Where the run's checkpoints go and what they restore.
+
+    Args:
+        checkpoint: the run's whole checkpoint (``sr.loading.checkpoints.make_checkpoint``).
+        state: the run's state (the step, the elapsed time, the guard's part, the data
+            position, the steps saved).
+        model: the Keras model trained.
+        optimizer: its optimizer, built.
+        extra: the way of training's trackables (``part.checkpoint_parts()``).
+        finite: the non-finite check made before every save.
+        budget: the time budget (its clock is written into the checkpoint).
+        guard: the divergence guard (its references are written into the checkpoint).
+        run_dir: the run's output directory.
+        keep: ``train.max_to_keep``, the checkpoints of the rotation.
+        chief: this process is the chief (a worker's checkpoints are temporary; its data
+            position is kept in ``<run_dir>/data``).
+        averaged: the optimizer keeps moving averages (``train.ema``, whose value ``ema`` the
+            refusal of a checkpoint trained otherwise names).
+
+    Attributes:
+        manager: the rotation (``<run_dir>/checkpoints``, or a worker's temporary folder).
+        directory: its folder.
+        resume_dir: the run ``resume=`` names (the chief's).
+        restore_dir: the checkpoints ``resume=`` reads (the chief's).
+    """
+
+    def __init__(self, checkpoint, state: RunState, model: keras.Model, optimizer, extra: dict,
+                 finite: FiniteCheck, budget: TimeBudget, guard: DivergenceGuard, *, run_dir,
+                 keep: int, chief: bool, averaged: bool, ema):  # fmt: skip
+        self.state, self.model, self.optimizer = state, model, optimizer
+        self.extra, self.finite, self.budget, self.guard = extra, finite, budget, guard
+        self.chief, self.averaged, self.ema = chief, averaged, ema
+        run_dir = Path(run_dir)
+        # a non-chief worker's model checkpoints are temporary; its own data position (its
+        # iterator reads its own shards) is kept in <its dir>/data, saved at the same steps
+        self.data_manager = (
+            None
+            if chief
+            else tf.train.CheckpointManager(
+                tf.train.Checkpoint(data=state.data), str(run_dir / "data"), max_to_keep=keep
+            )
+        )
+        self.directory = distribute.checkpoint_dir(run_dir)
+        self.manager = make_manager(checkpoint, run_dir, keep, directory=self.directory)
+        self.resume_dir = distribute.chief_run_dir(run_dir)  # what resume= names
+        self.restore_dir = self.resume_dir / CHECKPOINT_DIR
+
+    def save(self) -> str:
+        """Save a checkpoint of the current step (``ckpt-<step>``), once the state is known to be
+        finite (:meth:`FiniteCheck.check` with ``weights=True``).
+
+        Returns:
+            The checkpoint's path prefix.
+
+        Raises:
+            NonFiniteError: if the loss since the last check or any weight is NaN or inf; nothing
+                is written, so the checkpoints on disk stay the finite ones.
+        """
+        self.finite.check(weights=True)
+        self.budget.record()
+        self.state.guard.memory.assign(self.guard.memory())
+        step = self.state.at()
+        path = self.manager.save(checkpoint_number=step)
+        self.state.saved_steps.append(step)
+        distribute.discard(self.directory)  # a non-chief worker's copy is temporary
+        if self.data_manager is not None:
+            self.data_manager.save(checkpoint_number=step)
+        if self.chief:
+            log.info("checkpoint %s", path)
+        return path
+
+    def resume(self) -> str:
+        """Restore the newest readable checkpoint of :attr:`restore_dir` (for ``resume=``) with
+        the time budget used; returns its path prefix and records the rotation's steps up to it
+        in ``state.saved_steps``. A checkpoint that cannot be read (truncated, damaged) is
+        skipped with a warning naming its files, for the one before it.
 
         Raises:
             FileNotFoundError: if the run has no checkpoint, or none is readable.
@@ -67,7 +223,7 @@ class CheckpointPolicy:
             )
         for path in candidates:
             try:
-                self.restore_state(path, elapsed=True)
+                self.restore(path, elapsed=True)
                 break
             except RunFileError as e:  # truncated or corrupt: the checkpoint before it
                 log.warning(
@@ -90,23 +246,20 @@ class CheckpointPolicy:
                 f"resume={self.resume_dir}: none of the checkpoints in {self.restore_dir} is "
                 f"readable ({', '.join(Path(p).name for p in candidates)})"
             )
-        log.info("resumed from %s at step %d", path, int(self.step.numpy()))
-        if self.budget is not None:
+        step = self.state.at()
+        log.info("resumed from %s at step %d", path, step)
+        if self.budget.seconds is not None:
             log.info(
                 "time budget: %.2f of train.max_minutes=%s minutes used before this resume",
-                float(self.elapsed.numpy()) / 60,
-                self.cfg.train.max_minutes,
+                float(self.state.elapsed.numpy()) / 60,
+                self.budget.minutes,
             )
-        self.restore_stream(self.data_checkpoint(path))
-        step = int(self.step.numpy())
-        self.saved_steps = [checkpoint_step(p) for p in candidates if checkpoint_step(p) <= step]
-        # the resumed step was judged good when it was saved
-        self.guard.accepted_step = self.guard.pool_start = self.guard.validated_step = step
-        self.guard.remember(self.guard_state.memory.numpy())
-        self.restore_best_record()
-        return step
+        self.state.saved_steps = [
+            checkpoint_step(p) for p in candidates if checkpoint_step(p) <= step
+        ]
+        return path
 
-    def restore_state(self, path: str, elapsed: bool) -> None:
+    def restore(self, path: str, elapsed: bool) -> None:
         """Restore the weights, the optimizer (its averages too), the step and the guard's state
         of the checkpoint ``path`` (and the time budget used, with ``elapsed``).
 
@@ -116,178 +269,51 @@ class CheckpointPolicy:
             tf.errors.OpError, ValueError: if the checkpoint holds another structure.
         """
         check_checkpoint(path, "resume= goes on from the checkpoint before it, if one is whole")
-        if has_averages(path) != (self.ema is not None):  # the optimizer's slots would not match
+        if has_averages(path) != self.averaged:  # the optimizer's slots would not match
             saved = "with" if has_averages(path) else "without"
             raise ConfigError(
                 f"resume={self.resume_dir}: {path} was trained {saved} train.ema and this run "
-                f"has train.ema={self.cfg.train.get('ema')}; resume with the run's own train.ema"
+                f"has train.ema={self.ema}; resume with the run's own train.ema"
             )
-        guard = self.guard_state if has_part(path, "guard") else None  # older checkpoints: none
+        state = self.state
+        guard = state.guard if has_part(path, "guard") else None  # older checkpoints: none
         make_checkpoint(
             self.model,
             self.optimizer,
-            self.step,
-            elapsed=self.elapsed if elapsed else None,
+            state.step,
+            elapsed=state.elapsed if elapsed else None,
             guard=guard,
-            extra=self.part.checkpoint_parts(),
+            extra=self.extra,
         ).restore(path).expect_partial().assert_existing_objects_matched()
 
-    def data_checkpoint(self, path: str) -> str | None:
-        """Where the data position of the checkpoint ``path`` is: the checkpoint itself on the
-        chief; a worker's own data checkpoint of the same name (None if it has none)."""
-        if self.chief:
-            return path
-        mine = self.run_dir / "data" / Path(path).name
-        return str(mine) if Path(f"{mine}.index").is_file() else None
-
-    def restore_stream(self, path: str | None) -> None:
-        """Continue the checkpoint's batch stream if this run's data would make the same one:
-        adopt its seed when ``data.seed`` is null, compare the stream identities, and (for a
-        source whose iterator is checkpointed) restore the iterator from ``stream_checkpoint``
-        in :meth:`data_iterator`. Otherwise log which keys differ and go on with a new stream
-        (the resume is then not exact)."""
-        saved = read_data_state(path) if path else None
-        step = int(self.step.numpy())
-        if saved is None:
-            log.warning(
-                "%s holds no data position (an older checkpoint, or this worker's is missing): "
-                "training continues on a new batch stream from step %d",
-                path or f"{self.run_dir / 'data'} (this worker's data checkpoints)",
-                step,
-            )
-        else:
-            seed, identity = saved
-            if self.cfg.data.seed is None:
-                self.loader.stream_seed = seed
-            diff = stream_changes(identity, self.loader.stream_identity())
-            if diff:
-                log.warning(
-                    "the batch stream of this config differs from the checkpoint's (%s): "
-                    "training continues on a new stream from step %d, so this resume is not "
-                    "exact",
-                    ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()),
-                    step,
-                )
-            else:
-                self.stream_checkpoint = path
-                log.info("data: continuing the checkpoint's batch stream at batch %d", step)
-        self.data_state.seed.assign(self.loader.stream_seed)
-        self.data_state.stream.assign(identity_json(self.loader.stream_identity()))
-
-    def nonfinite_error(self, step: int, what: str) -> NonFiniteError:
-        """The error for a non-finite state found at ``step``: names the step, its learning rate,
-        the last (finite) checkpoint on disk and how to resume from it."""
-        lr = lr_at(self.schedule, max(0, step - 1))
-        last = latest_checkpoint(self.restore_dir)
-        if last:
-            nxt = (
-                f"the last good checkpoint is {last}; resume from it with "
-                f"resume={self.resume_dir} and a lower learning rate, e.g. "
-                f"train.lr={self.cfg.train.lr / 10:.3g}"
-            )
-        else:
-            nxt = (
-                f"no checkpoint was saved before it; start again with a lower train.lr ({lr:.3g})"
-            )
-        return NonFiniteError(
-            f"{what} at step {step} (lr {lr:.3g}): stopped without saving it; {nxt}",
-            step,
-            lr,
-            last,
-        )
-
-    def check_finite(self, weights: bool = False, window: bool = False) -> None:
-        """Host side of the non-finite check: read the step's device-side record (one scalar).
+    def validate_safely(self, validate: Callable[[], dict], saved: bool, val_dir) -> dict:
+        """``validate()`` (the trainer's validation: its results, ``{}`` without validation
+        images), with the trained steps safe whatever happens to it.
 
         Args:
-            weights: also check that every model weight and optimizer slot is finite (one
-                reduction per variable; done before every save).
-            window: a log line's check; with ``train.on_nonfinite=skip`` it logs the steps
-                skipped since the last one and stops if every step since then was skipped.
-
-        Raises:
-            NonFiniteError: naming the step, its learning rate and the last good checkpoint.
-        """
-        step = int(self.step.numpy())
-        if self.skip_nonfinite:
-            if window:
-                self._check_skipped(step)
-        else:
-            bad = int(self.first_bad.numpy())
-            if bad >= 0:
-                raise self.nonfinite_error(bad, "non-finite loss (NaN or inf)")
-        checked = [*self.model.weights, *self.optimizer.variables, *self.part.variables()]
-        if weights and not bool(all_finite(checked)):
-            raise self.nonfinite_error(step, "non-finite weights")
-
-    def _check_skipped(self, step: int) -> None:
-        """``on_nonfinite=skip``: log the steps skipped since the last log line; stop if every
-        one of them was."""
-        skipped = int(self.skipped.numpy())
-        mark_step, mark_skipped = self._skip_mark
-        new = skipped - mark_skipped
-        self._skip_mark = (step, skipped)
-        if new:
-            log.warning(
-                "skipped %d step(s) with a non-finite loss or gradient (%d in all)", new, skipped
-            )
-            with self.writer.as_default(step=step):
-                tf.summary.scalar("train/skipped_steps", skipped)
-        if new and new >= step - mark_step:
-            raise self.nonfinite_error(
-                step, f"every one of the last {new} steps was non-finite and skipped"
-            )
-
-    def save(self) -> str:
-        """Save a checkpoint of the current step (``ckpt-<step>``), once the state is known to be
-        finite (:meth:`check_finite` with ``weights=True``).
-
-        Returns:
-            The checkpoint's path prefix.
-
-        Raises:
-            NonFiniteError: if the loss since the last check or any weight is NaN or inf; nothing
-                is written, so the checkpoints on disk stay the finite ones.
-        """
-        self.check_finite(weights=True)
-        if self._clock is not None:
-            self.elapsed.assign(self.elapsed_seconds())
-        self.guard_state.memory.assign(self.guard.memory())
-        path = self.manager.save(checkpoint_number=int(self.step.numpy()))
-        self.saved_steps.append(int(self.step.numpy()))
-        distribute.discard(self.checkpoint_dir)  # a non-chief worker's copy is temporary
-        if self.data_manager is not None:
-            self.data_manager.save(checkpoint_number=int(self.step.numpy()))
-        if self.chief:
-            log.info("checkpoint %s", path)
-        return path
-
-    def validate_safely(self, saved: bool) -> dict:
-        """:meth:`validate`, with the trained steps safe whatever happens to it.
-
-        Args:
+            validate: the validation to run.
             saved: the current step's checkpoint is already written; if not, a failing
                 validation writes it before the error propagates.
 
         Raises:
             NonFiniteError: if the state is non-finite (not validated, not saved).
             ValidationError: if a validation image cannot be read or is too small (names the
-                file, the saved checkpoint and ``resume=``).
+                file, the saved checkpoint, ``data.val_dir`` (``val_dir``) and ``resume=``).
         """
-        self.check_finite()
+        self.finite.check()
         try:
-            return self.validate()
+            return validate()
         except Exception as e:
             path = self.manager.latest_checkpoint if saved else self.save()
             if not isinstance(e, ValueError):
                 log.error(
                     "validation failed at step %d; the step is saved in %s",
-                    int(self.step.numpy()),
+                    self.state.at(),
                     path,
                 )
                 raise
             raise ValidationError(
-                f"validation failed at step {int(self.step.numpy())}: {e}. The step is saved "
-                f"in {path}: fix or remove the image in data.val_dir={self.loader.val_dir} (or "
+                f"validation failed at step {self.state.at()}: {e}. The step is saved "
+                f"in {path}: fix or remove the image in data.val_dir={val_dir} (or "
                 f"set data.val_dir=null), then continue with resume={self.resume_dir}"
             ) from e
