@@ -609,33 +609,19 @@ def check_degradation(cfg: DictConfig) -> None:
     """The ``degradation.*`` values checked without TensorFlow: a registered degradation's by
     its declared check (``sr.degradations.registry``: ``degradation=realesrgan``'s
     ``realesrgan_params.check_keys``, the class's own; bicubic takes no key); a class of one's
-    own is built (:func:`build_degradation`). Raises ConfigError naming the key."""
+    own is built (``sr.degradations.registry.check``). Raises ConfigError naming the key."""
     node = cfg.get("degradation")
-    keys = {} if node is None else OmegaConf.to_container(node, resolve=True)
-    target = keys.pop("_target_", None)
-    spec = degradation_registry.spec_of(target)
-    if spec is not None:
-        spec.check_keys(keys)
-    elif keys or target is not None:
-        build_degradation(cfg)
+    degradation_registry.check(node and OmegaConf.to_container(node, resolve=True))
 
 
 def build_degradation(cfg: DictConfig):
     """The run's LR operator: ``cfg.degradation`` instantiated (``sr.degradations.Bicubic`` for a
-    config without the group, as runs saved before it existed).
+    config without the group, as runs saved before it existed: ``sr.degradations.registry.build``).
 
     Raises:
         ConfigError: for a bad ``degradation.*`` key or value, naming it.
     """
-    node = cfg.get("degradation")
-    if node is None:
-        return hydra.utils.get_class(BICUBIC_TARGET)()
-    try:
-        return hydra.utils.instantiate(node, _convert_="all")
-    except InstantiationException as e:
-        if isinstance(e.__cause__, ValueError):
-            raise ConfigError(str(e.__cause__)) from e
-        raise
+    return degradation_registry.build(cfg.get("degradation"))
 
 
 def degradation_named(name: str, *overrides: str):

@@ -186,3 +186,41 @@ def spec_of(target: str | None) -> DegradationSpec | None:
     """The degradation whose class is ``target`` (a config's ``degradation._target_``, or one of
     its ``legacy_targets``), or None for a class of one's own."""
     return next((s for s in specs() if target in (s.target, *s.legacy_targets)), None)
+
+
+def build(node=None):
+    """The degradation a ``degradation`` config node configures: its ``_target_`` instantiated
+    with its keys (Hydra; TensorFlow is imported with the class), bicubic for None (a run saved
+    before the group existed).
+
+    Raises:
+        ConfigError: for a bad ``degradation.*`` key or value, naming it.
+    """
+    import hydra
+    from hydra.errors import InstantiationException
+
+    if node is None:
+        return hydra.utils.get_class(get("bicubic").target)()
+    try:
+        return hydra.utils.instantiate(node, _convert_="all")
+    except InstantiationException as e:
+        if isinstance(e.__cause__, ValueError):
+            raise ConfigError(str(e.__cause__)) from e
+        raise
+
+
+def check(node: dict | None) -> None:
+    """Check a ``degradation`` node (plain values, ``_target_`` included) without TensorFlow: a
+    registered degradation's keys by its declared check (:meth:`DegradationSpec.check_keys`);
+    a class of one's own is built (:func:`build`), which checks its own.
+
+    Raises:
+        ConfigError: naming the key and the fix.
+    """
+    keys = dict(node or {})
+    target = keys.pop("_target_", None)
+    spec = spec_of(target)
+    if spec is not None:
+        spec.check_keys(keys)
+    elif keys or target is not None:
+        build(node)
