@@ -125,7 +125,7 @@ def test_a_collapse_is_judged_as_soon_as_a_best_exists_and_early_noise_is_not_on
     assert g.target([100, 200, 300, 400]) == 400
     resumed = DivergenceGuard(GuardSettings())
     resumed.remember([0.04, 0.045, -math.inf])
-    resumed.best_psnr = 25.72  # as restore_best_record reads it from best.json
+    resumed.best_psnr = 25.72  # as Rollback.resume reads it from best.json
     resumed.begin(200, 0.045)
     assert "25.72 dB" in resumed.validation(400, 11.77)
     assert resumed.target([200]) == 200

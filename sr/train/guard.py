@@ -1,6 +1,6 @@
 """The divergence guard's judgement: is the run diverging? Pure host-side bookkeeping of the loss
 of each log window and of the validation PSNR, with no TensorFlow; the trainer
-(:mod:`sr.train.loop`) acts on a verdict by rolling back (:mod:`sr.train.saving`).
+(:mod:`sr.train.loop`) acts on a verdict by rolling back (:mod:`sr.train.rollback`).
 
 Where the idea comes from: PaLM (Chowdhery et al. 2022, section 5.1) restarted training from a
 checkpoint about 100 steps before a loss spike and skipped the batches around it; OPT (Zhang et

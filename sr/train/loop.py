@@ -1,5 +1,5 @@
 """The training loop: the :class:`Trainer` that builds the training step (:mod:`sr.train.step`,
-the loss of :mod:`sr.train.losses`), the optimizer and its learning-rate schedule
+the loss terms of :mod:`sr.losses`), the optimizer and its learning-rate schedule
 (:mod:`sr.train.optimizers`, :mod:`sr.train.schedule`) and its collaborators, each given what it
 needs in its constructor: the run's state (:mod:`sr.train.state`), the batches
 (:mod:`sr.train.feed`), the time budget (:mod:`sr.train.budget`), the checkpoints and the
