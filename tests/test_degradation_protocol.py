@@ -5,6 +5,7 @@ and its keys are checked; the data code asks the protocol, never a degradation's
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from dataclasses import dataclass
@@ -32,11 +33,23 @@ def test_members_lists_the_whole_protocol():
     assert set(MEMBERS) == protocol_members()
 
 
-@pytest.mark.parametrize("name", ["bicubic", "realesrgan"])
+def _defaults(schema) -> dict:
+    """The keys of a degradation's schema with their defaults (``_target_`` left out)."""
+    out = {}
+    for f in dataclasses.fields(schema):
+        if f.name != "_target_":
+            factory = f.default_factory
+            out[f.name] = f.default if factory is dataclasses.MISSING else factory()
+    return out
+
+
+@pytest.mark.parametrize("name", registry.names())
 def test_each_registered_class_implements_every_member(name):
+    """Every degradation of ``sr.degradations`` (a new module is picked up by the registry)."""
     spec = registry.get(name)
     cls = hydra.utils.get_class(spec.target)
-    degradation = cls()
+    degradation = cls(**_defaults(spec.schema))
+    assert cls.protocol_lr is spec.protocol_lr
     assert isinstance(degradation, Degradation)
     for member in MEMBERS:
         assert hasattr(cls, member) or member in vars(degradation), f"{cls.__name__}.{member}"
@@ -47,12 +60,12 @@ def test_each_registered_class_implements_every_member(name):
     assert degradation.name == name
     assert degradation.device in ("input", "accelerator")
     assert isinstance(degradation.protocol_lr, bool) and isinstance(degradation.gt_usm, bool)
-    assert degradation.pool_size == 0 and degradation.crop_margin(4) == 8
+    assert degradation.pool_size >= 0 and degradation.crop_margin(4) % 4 == 0
     assert degradation.identity()["name"] == name
 
 
 def test_the_two_classes_are_the_registry_s_and_bicubic_is_the_protocol_s_operator():
-    assert registry.names()[:2] == ["bicubic", "realesrgan"]
+    assert {"bicubic", "realesrgan"} <= set(registry.names())
     assert hydra.utils.get_class(registry.get("bicubic").target) is Bicubic
     assert hydra.utils.get_class(registry.get("realesrgan").target) is RealESRGAN
     assert Bicubic.protocol_lr and not RealESRGAN.protocol_lr
