@@ -30,7 +30,8 @@ kind = "generator"
 
 BLOCK = "layers.0.residual_group.blocks.0"
 KEYS = (f"{BLOCK}.norm1.weight", f"{BLOCK}.mlp.fc1.bias", f"{BLOCK}.attn.relative_position_index")
-BUFFERS = ("relative_position_index", "attn_mask")
+BUFFERS = ("relative_position_index", "attn_mask", "relative_position_index_SA",
+           "relative_position_index_OCA")  # HAT's last two
 FEAT = 64  # the reference's num_feat of its pixelshuffle and nearest+conv upsamplers
 SCALE = 4
 
@@ -313,8 +314,15 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
     class (``img_size`` = ``found.model['img_size']``) with ``strict=True``.
 
     Raises:
-        StateDictError: for a scale other than 4.
+        StateDictError: for a scale other than 4, or an ``img_range`` other than spandrel's
+            reading of the file (255 for a window of 7, else 1).
     """
-    pairs.refuse_unwritable(found, [], "SwinIR", "the official one", "Train an x4 model")
+    m = found.model
+    want = 255.0 if m["window"] == 7 else 1.0
+    faults = [] if m.get("img_range", 1.0) == want else [
+        f"model.img_range={m.get('img_range')} (spandrel reads {want:g} for window {m['window']})"
+    ]
+    pairs.refuse_unwritable(found, faults, "SwinIR", "the official one",
+                            f"Train an x4 model with model.img_range={want:g}")  # fmt: skip
     shapes = shapes_of(found.model, found.channels, found.scale)
     return dump_with(model, found, shapes, buffers_of(shapes, found.model))
