@@ -52,7 +52,7 @@ RUNS = {
     "cpu20_hr_sample": ("experiment=cpu20_hr_sample",),
     "cpu20_realesrgan": ("experiment=cpu20_realesrgan",),
     "cpu20_realesrgan+vgg": (
-        "experiment=cpu20_realesrgan", "loss.perceptual_weight=1", "loss.vgg_weights=random",
+        "experiment=cpu20_realesrgan", "++loss.terms.perceptual.vgg_weights=random",
     ),
 }  # fmt: skip
 DEFAULT = ("cpu20_realesrnet", "cpu20_hr_sample", "cpu20_realesrgan")

@@ -438,17 +438,7 @@ def check_adversary(cfg: DictConfig) -> None:
             or a ``data.patch_size`` that is not a multiple of 8 with a discriminator.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
-    gan = adversarial_terms(cfg)
-    if has_d and not gan:
-        raise ConfigError(
-            "discriminator=unet_sn trains a GAN and needs a GAN term: add loss=realesrgan or "
-            "+loss.terms.gan.weight=0.1 (or choose discriminator=none)"
-        )
-    if gan and not has_d:
-        raise ConfigError(
-            f"loss.terms.{gan[0]} is a GAN term and needs a discriminator: add "
-            f"discriminator=unet_sn, or drop the term (~loss.terms.{gan[0]})"
-        )
+    adversary_rule(adversarial_terms(cfg), has_d)
     patch = OmegaConf.select(cfg, "data.patch_size", default=None)
     if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
         scale = OmegaConf.select(cfg, "data.scale", default=1)
@@ -458,6 +448,26 @@ def check_adversary(cfg: DictConfig) -> None:
             f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
             f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
             f"use {' or '.join(map(str, near))}"
+        )
+
+
+def adversary_rule(gan: list[str], has_d: bool) -> None:
+    """A GAN term and a discriminator come together: ``gan`` the loss's adversarial terms,
+    ``has_d`` a discriminator is configured (:func:`check_adversary` on a config,
+    ``sr.train.parts.training_part`` on the built loss).
+
+    Raises:
+        ConfigError: one without the other, naming what to add or drop.
+    """
+    if has_d and not gan:
+        raise ConfigError(
+            "discriminator=unet_sn trains a GAN and needs a GAN term: add loss=realesrgan or "
+            "+loss.terms.gan.weight=0.1 (or choose discriminator=none)"
+        )
+    if gan and not has_d:
+        raise ConfigError(
+            f"loss.terms.{gan[0]} is a GAN term and needs a discriminator: add "
+            f"discriminator=unet_sn, or drop the term (~loss.terms.{gan[0]})"
         )
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from sr.core.batch import Batch, SharpenedBatch, check_batch
 from sr.data.pair_pool import empty_pool, pool_key, pool_step
 from sr.data.pairs import degraded_pairs, make_pairs
-from sr.train.losses import L1
+from sr.losses import Loss
 from sr.train.step import TrainStep
 
 
@@ -72,7 +72,7 @@ def test_a_step_refuses_a_plain_tuple():
     optimizer = keras.optimizers.SGD(0.1)
     optimizer.build(model.trainable_variables)
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-    step = TrainStep(model, optimizer, L1(), tf.distribute.get_strategy(), 2, counters)
+    step = TrainStep(model, optimizer, Loss({"l1": {}}), tf.distribute.get_strategy(), 2, counters)
     lq, gt = tf.ones([2, 4, 4, 1]), tf.ones([2, 8, 8, 1])
     with pytest.raises(TypeError, match="Batch"):
         step.train_step((lq, gt))

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 
 import sr.config
 from sr.config import ConfigError, validate
+from sr.losses import Loss
 from sr.models import registry
-from sr.train.losses import Loss
 from sr.train.optimizers import OptimizerChoice
 from tests.conftest import ROOT
 
@@ -91,7 +91,8 @@ def check(cfg, overrides) -> None:
     optimizer = hydra.utils.instantiate(cfg.optimizer)
     assert isinstance(loss, Loss) and isinstance(optimizer, OptimizerChoice)
     chosen = dict(o.split("=", 1) for o in overrides)
-    assert loss.name == chosen.get("loss", "l1")
+    preset = OmegaConf.load(CONF / "loss" / f"{chosen.get('loss', 'l1')}.yaml")
+    assert loss.names == tuple(preset.terms)  # the preset's terms, in order
     assert optimizer.name == chosen.get("optimizer", "adam")
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
@@ -121,7 +122,8 @@ def test_every_experiment_composes_with_each_loss_and_optimizer(hydra_conf):
 
 def test_the_defaults_are_l1_and_adam_with_todays_betas(hydra_conf):
     cfg = compose("config")
-    assert cfg.loss._target_ == "sr.train.losses.L1"
+    want = {"_target_": "sr.losses.Loss", "terms": {"l1": {}}}  # L1 at its schema's defaults
+    assert OmegaConf.to_container(cfg.loss) == want
     assert OmegaConf.to_container(cfg.optimizer) == {
         "_target_": "sr.train.optimizers.Adam",
         "beta_1": 0.9,
@@ -131,14 +133,15 @@ def test_the_defaults_are_l1_and_adam_with_todays_betas(hydra_conf):
 
 
 def test_no_loss_or_optimizer_yaml_restates_a_schema_default(hydra_conf):
-    """Defaults are written once, in the schemas of sr/config.py."""
+    """Defaults are written once, in the schemas of sr/config.py (a loss preset's terms: in
+    the terms' schemas, tests/test_loss_terms.py)."""
     schemas = {**sr.config.LOSS_SCHEMAS, **sr.config.OPTIMIZER_SCHEMAS}
     for group in ("loss", "optimizer"):
         for name in options(group):
             yaml = OmegaConf.load(CONF / group / f"{name}.yaml")
             base = [d for d in yaml.defaults if str(d).startswith("base_")]
             assert len(base) == 1, f"conf/{group}/{name}.yaml extends no schema"
-            keys = set(yaml) - {"defaults", "_target_"}
+            keys = set(yaml) - {"defaults", "_target_", "terms"}
             assert not keys, f"conf/{group}/{name}.yaml restates {keys}"
             fields = {f.name for f in dataclasses.fields(schemas[base[0]])}
             assert set(compose("config", overrides=[f"{group}={name}"])[group]) == fields

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from sr.core.weightfiles import write_safetensors
+from sr.losses import Loss
 from sr.models.state_dicts import Found
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pytorch"
@@ -31,8 +32,10 @@ def test_the_official_settings(compose):
     assert cfg.data.rot90 is False and cfg.data.batch_size == 12
     d, loss = cfg.discriminator, cfg.loss
     assert (d.features, d.skip_connection, d.lr, d.beta_1, d.beta_2) == (64, True, 1e-4, 0.9, 0.99)
-    assert (loss.l1_weight, loss.perceptual_weight, loss.gan_weight) == (1.0, 1.0, 0.1)
-    assert (loss.l1_gt_usm, loss.percep_gt_usm, loss.gan_gt_usm) == (True, True, False)
+    terms = Loss(loss.terms).terms  # the paper's weights and targets (sr/losses/ defaults)
+    assert [(t.name, t.weight, t.usm) for t in terms] == [
+        ("l1", 1.0, True), ("perceptual", 1.0, True), ("gan", 0.1, False)
+    ]  # fmt: skip
     assert (cfg.optimizer.beta_1, cfg.optimizer.beta_2, cfg.train.lr) == (0.9, 0.99, 1e-4)
     assert (cfg.train.lr_schedule, cfg.train.steps, cfg.train.ema) == ("constant", 400000, 0.999)
     # use_hflip without use_rot, queue_size 180, EMA without warm-up, no guard (issue 35)
@@ -63,7 +66,7 @@ def test_finetune_from_released_layouts_end_to_end(folders, compose, tmp_path):
         "model.growth=4", "discriminator.features=4", f"data.hr_dir={folders / 'train'}",
         "data.val_dir=null", "data.patch_size=32", "data.batch_size=2", "train.steps=1",
         "train.max_minutes=null", "train.lr=1e-9", "discriminator.lr=1e-9",
-        "loss.vgg_weights=random", f"train.init_from={RRDBNET}",
+        "++loss.terms.perceptual.vgg_weights=random", f"train.init_from={RRDBNET}",
         f"discriminator.init_from={net_d}",
     )  # fmt: skip
     run(cfg, tmp_path / "run")

@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 
 from sr.config import ConfigError, build_source, validate
 from sr.core.batch import SharpenedBatch
-from sr.train.gan import TERMS, AdversarialTraining, GANStep
-from sr.train.gan_loss import RealESRGANLoss
+from sr.losses import Loss
+from sr.train.gan import AdversarialTraining, GANStep, gan_terms
 from sr.train.guard import DivergenceGuard
 from sr.train.window import LossWindow
 from tests.conftest import write_photos
@@ -49,10 +49,11 @@ def fake_vgg():
 def test_each_loss_term_is_its_hand_computation():
     rng = np.random.default_rng(0)
     hr, sr = rng.random((2, 8, 8, 3), np.float32), rng.random((2, 8, 8, 3), np.float32)
-    loss = RealESRGANLoss(perceptual_weight=1.0, vgg_layer_weights=(0.1, 0.2, 1.0, 0.5, 2.0))
-    np.testing.assert_allclose(loss.l1(hr, sr), np.abs(hr - sr).mean(axis=(1, 2, 3)), rtol=1e-6)
+    loss = Loss({"l1": {}, "perceptual": {"layer_weights": [0.1, 0.2, 1.0, 0.5, 2.0]}, "gan": {}})
+    l1, perceptual, gan = loss.terms
+    np.testing.assert_allclose(l1(hr, sr), np.abs(hr - sr).mean(axis=(1, 2, 3)), rtol=1e-6)
 
-    loss.vgg = fake_vgg()  # perceptual: sum_k w_k mean|phi_k(sr) - phi_k(hr)|
+    perceptual.vgg = fake_vgg()  # perceptual: sum_k w_k mean|phi_k(sr) - phi_k(hr)|
 
     def pool(x, k):
         return x.reshape(2, 8 // k, k, 8 // k, k, 3).mean(axis=(2, 4))
@@ -68,7 +69,7 @@ def test_each_loss_term_is_its_hand_computation():
         w * np.abs(phi(sr) - phi(hr)).reshape(2, -1).mean(axis=1)
         for w, phi in zip((0.1, 0.2, 1.0, 0.5, 2.0), phis)
     )
-    np.testing.assert_allclose(loss.perceptual(hr, sr), want, rtol=1e-5)
+    np.testing.assert_allclose(perceptual(hr, sr), want, rtol=1e-5)
     y_hr, y_sr = hr[..., :1], sr[..., :1]  # a Y image goes in as three equal channels
 
     def rgb(y):
@@ -79,12 +80,12 @@ def test_each_loss_term_is_its_hand_computation():
         * np.abs(phi(np.repeat(y_sr, 3, -1)) - phi(np.repeat(y_hr, 3, -1))).reshape(2, -1).mean(1)
         for w, phi in zip((0.1, 0.2, 1.0, 0.5, 2.0), phis)
     )
-    np.testing.assert_allclose(loss.perceptual(y_hr, y_sr), want_y, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(perceptual(y_hr, y_sr), want_y, rtol=1e-5, atol=1e-7)
 
     logits_real = rng.normal(size=(2, 8, 8, 1)).astype(np.float32) * 3
     logits_fake = rng.normal(size=(2, 8, 8, 1)).astype(np.float32) * 3
-    np.testing.assert_allclose(loss.generator_gan(logits_fake), bce(logits_fake, True), rtol=1e-5)
-    d_real, d_fake = loss.discriminator(logits_real, logits_fake)
+    np.testing.assert_allclose(gan.generator(logits_fake), bce(logits_fake, True), rtol=1e-5)
+    d_real, d_fake = gan.discriminator(logits_real, logits_fake)
     np.testing.assert_allclose(d_real, bce(logits_real, True), rtol=1e-5)
     np.testing.assert_allclose(d_fake, bce(logits_fake, False), rtol=1e-5)
     assert abs(float(bce(np.zeros((1, 1)), True)[0]) - math.log(2)) < 1e-12  # the formula
@@ -110,7 +111,7 @@ def test_the_step_is_real_esrgans_update_written_out():
     lr = tf.constant(rng.random((2, 8, 8, 3), np.float32))
     target = tf.constant(rng.random((2, 16, 16, 3), np.float32))
     hr = tf.constant(rng.random((2, 16, 16, 3), np.float32))
-    loss = RealESRGANLoss(perceptual_weight=0.0, gan_weight=0.1)
+    loss = Loss({"l1": {}, "gan": {"weight": 0.1}})
 
     g, d = tiny_models()
     g_opt, d_opt = keras.optimizers.Adam(1e-2), keras.optimizers.Adam(1e-2)
@@ -149,11 +150,12 @@ def bce_tf(logits, real):
 
 
 def test_the_collapse_rule_and_term_window():
-    window = LossWindow(terms=TERMS)
+    window = LossWindow(terms=gan_terms(Loss({"l1": {}, "perceptual": {}, "gan": {}})))
     window.add(tf.constant(0.1), tf.constant([0.1, 0.0, 5.0, 0.004, 0.003, 6.0, -6.0]))
     window.add(tf.constant(0.3), tf.constant([float("nan")] * 7))  # not averaged in
     part = AdversarialTraining.__new__(AdversarialTraining)
     part.guard_on, part.collapse_loss, part.means = True, 0.05, window.read_terms()
+    part.balance = Loss({"gan": {}}).adversarial.balance
     # the guard's loss is its own: the step's finite loss counts though a term was NaN
     assert window.read() == (pytest.approx(0.4), 2, pytest.approx(0.3))
     part.explode_loss, part.d_lr = 100.0, 1e3
@@ -179,22 +181,21 @@ GAN_GROUPS = ("loss=realesrgan", "discriminator=unet_sn")
 
 
 def test_the_config_refuses_a_half_gan_and_missing_vgg_weights(compose, tmp_path):
-    with pytest.raises(ConfigError, match="discriminator=unet_sn trains a GAN and needs its loss"):
+    with pytest.raises(ConfigError, match="discriminator=unet_sn trains a GAN and needs a GAN"):
         validate(compose("discriminator=unet_sn"))
     with pytest.raises(ConfigError, match="needs a discriminator: add discriminator=unet_sn"):
         validate(compose("loss=realesrgan"))
-    validate(compose("loss=realesrgan", "loss.gan_weight=0"))  # L1 + perceptual alone
+    validate(compose("loss=realesrgan", "~loss.terms.gan"))  # L1 + perceptual alone
     missing = tmp_path / "vgg19.h5"
-    with pytest.raises(ConfigError, match=r"loss.vgg_weights must be .*imagenet .* no such file"):
-        validate(
-            compose("loss=realesrgan", "discriminator=unet_sn", f"loss.vgg_weights={missing}")
-        )
+    vgg = f"++loss.terms.perceptual.vgg_weights={missing}"
+    with pytest.raises(ConfigError, match=r"perceptual.vgg_weights must be .*imagenet .* no such"):
+        validate(compose("loss=realesrgan", "discriminator=unet_sn", vgg))
     with pytest.raises(ConfigError, match="discriminator.features must be an integer >= 1"):
         validate(compose(*GAN_GROUPS, "discriminator.features=0"))
 
 
 def test_the_discriminator_sees_the_hr_as_it_is_beside_the_sharpened_target(compose, folders):
-    """``loss.gan_gt_usm=false`` (the paper's): the pairs are (lr, sharpened target, HR), the
+    """``loss.terms.gan.target=gt`` (the paper's): the pairs are (lr, sharpened target, HR), the
     target and the LR as without it."""
     from sr.degradations.realesrgan import RealESRGAN
 
@@ -202,8 +203,9 @@ def test_the_discriminator_sees_the_hr_as_it_is_beside_the_sharpened_target(comp
               "degradation=realesrgan", "data.channels=rgb")  # fmt: skip
     assert not build_source(compose(*common)).plain_target
     assert build_source(compose(*common, "loss=realesrgan", "discriminator=unet_sn")).plain_target
+    usm = "++loss.terms.gan.target=gt_usm"
     assert not build_source(
-        compose(*common, "loss=realesrgan", "discriminator=unet_sn", "loss.gan_gt_usm=true")
+        compose(*common, "loss=realesrgan", "discriminator=unet_sn", usm)
     ).plain_target
     hr = tf.constant(np.random.default_rng(0).integers(0, 256, (2, 64, 64, 3)) / 255.0, tf.float32)
     seeds = tf.constant([[5, 0], [5, 1]], tf.int64)
@@ -238,7 +240,7 @@ def tiny(data, tmp_path, *extra) -> list[str]:
 
 
 GAN = ("loss=realesrgan", "discriminator=unet_sn", "discriminator.features=4",
-       "loss.perceptual_weight=0", "train.lr=1e-3", "train.lr_schedule=constant")  # fmt: skip
+       "~loss.terms.perceptual", "train.lr=1e-3", "train.lr_schedule=constant")  # fmt: skip
 
 
 def final_state(run_dir, step, folder=None) -> dict:
@@ -262,7 +264,7 @@ def test_two_stages_the_second_from_the_firsts_weights(gan_data, tmp_path, compo
     OmegaConf.save(cfg, esrnet / ".hydra" / "config.yaml")  # as train.py's Hydra writes it
     run(cfg, esrnet)
     stage2 = compose(*tiny(gan_data, tmp_path, "degradation=realesrgan", "train.steps=2"), *GAN,
-                     "loss.perceptual_weight=1", "loss.vgg_weights=random",
+                     "++loss.terms.perceptual.vgg_weights=random",
                      f"train.init_from={esrnet}")  # fmt: skip
     final = run(stage2, tmp_path / "esrgan")
     assert f"train.init_from={esrnet}: the live weights" in caplog.text

@@ -1,7 +1,8 @@
-"""L1 + perceptual training without a discriminator (``loss=realesrgan discriminator=none
-loss.gan_weight=0``): the way of training is chosen from the loss and the discriminator
-together, and its step is the hand-written update of both terms, each on its own target, on
-``Batch`` pairs and on ``SharpenedBatch`` triples (``sr.core.batch``)."""
+"""Training on several loss terms without a discriminator (``loss=realesrgan ~loss.terms.gan``:
+L1 + perceptual; ``loss=charbonnier +loss.terms.fft.weight=0.05``): the way of training is
+chosen from what is configured (a GAN term with a discriminator: the adversarial part), and the
+step is the hand-written update of the weighted terms, each on its own target, on ``Batch``
+pairs and on ``SharpenedBatch`` triples (``sr.core.batch``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from hydra.utils import instantiate
 
 from sr.config import ConfigError, build_source
 from sr.core.batch import Batch, SharpenedBatch
+from sr.losses import Loss
 from sr.train.best import NIQE, PSNR
 from sr.train.gan import AdversarialTraining
-from sr.train.gan_loss import RealESRGANLoss
-from sr.train.parts import TrainingPart, training_part
-from sr.train.perceptual import PerceptualStep, PerceptualTraining
-from sr.train.step import PixelTraining, StepArgs
+from sr.train.parts import GeneratorTraining, TrainingPart, training_part
+from sr.train.step import StepArgs, TrainStep
 from tests.test_gan import fake_vgg, tiny_models
 
 PHIS = {  # fake_vgg's five maps, in TensorFlow ops
@@ -37,34 +37,36 @@ LAYER_WEIGHTS = (0.1, 0.1, 1.0, 1.0, 1.0)
 def part_for(compose, *overrides):
     cfg = compose(*overrides)
     loss = instantiate(cfg.loss)
-    if isinstance(loss, RealESRGANLoss) and loss.perceptual_weight > 0:
-        loss.vgg = fake_vgg()  # built: part.build() keeps it
+    for term in loss.terms:
+        if term.name == "perceptual":
+            term.vgg = fake_vgg()  # built: the part's build() keeps it
     return training_part(cfg, loss, 3, False, tf.Variable(1.0)), loss
 
 
 def test_the_way_of_training_is_chosen_from_the_loss_and_the_discriminator(compose):
-    assert isinstance(part_for(compose)[0], PixelTraining)
-    assert isinstance(part_for(compose, "loss=l2")[0], PixelTraining)
-    part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0")
-    assert isinstance(part, PerceptualTraining)
+    assert isinstance(part_for(compose)[0], GeneratorTraining)
+    assert part_for(compose)[0].terms == ()  # one term: the loss alone, as before the terms
+    assert isinstance(part_for(compose, "loss=l2")[0], GeneratorTraining)
+    part, _ = part_for(compose, "loss=realesrgan", "~loss.terms.gan")
+    assert isinstance(part, GeneratorTraining) and part.terms == ("l1", "perceptual")
     assert (part.best, part.psnr_reference) == (NIQE, "start")
-    part, _ = part_for(compose, "loss=realesrgan", "loss.gan_weight=0", "loss.perceptual_weight=0")
+    part, _ = part_for(compose, "loss=realesrgan", "~loss.terms.gan", "~loss.terms.perceptual")
     assert (part.best, part.psnr_reference) == (PSNR, "best")  # L1 alone: the pixel rules
     gan, _ = part_for(compose, "loss=realesrgan", "discriminator=unet_sn",
-                      "discriminator.features=2", "loss.perceptual_weight=0")  # fmt: skip
+                      "discriminator.features=2", "~loss.terms.perceptual")  # fmt: skip
     assert isinstance(gan, AdversarialTraining)
-    with pytest.raises(ConfigError, match="discriminator=unet_sn needs loss=realesrgan"):
-        part_for(compose, "discriminator=unet_sn")
-    cfg = compose("loss=realesrgan", "loss.gan_weight=0")
-    with pytest.raises(ConfigError, match="loss.gan_weight=0.1 needs a discriminator"):
-        training_part(cfg, RealESRGANLoss(perceptual_weight=0), 3, False, tf.Variable(1.0))
+    with pytest.raises(ConfigError, match="discriminator=unet_sn trains a GAN and needs a GAN"):
+        part_for(compose, "discriminator=unet_sn")  # the one rule, sr.config.check_adversary
+    cfg = compose("loss=realesrgan", "~loss.terms.gan")
+    with pytest.raises(ConfigError, match="loss.terms.gan is a GAN term and needs a discrimin"):
+        training_part(cfg, Loss({"l1": {}, "gan": {}}), 3, False, tf.Variable(1.0))
 
 
-def test_the_gan_loss_is_not_a_pixel_loss():
-    """Called as a :class:`sr.train.losses.Loss` it refuses, rather than train L1 alone."""
+def test_the_gan_term_is_not_a_term_of_images():
+    """Called as a term of ``(hr, sr)`` it refuses: it judges the discriminator's logits."""
     x = tf.zeros((1, 4, 4, 3))
-    with pytest.raises(TypeError, match="not a pixel loss"):
-        RealESRGANLoss(perceptual_weight=0)(x, x)
+    with pytest.raises(TypeError, match="judges the discriminator's logits"):
+        Loss({"gan": {}}).adversarial(x, x)
 
 
 @pytest.mark.parametrize("triple", [False, True], ids=["pairs", "triples"])
@@ -77,8 +79,8 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
     lr = tf.constant(rng.random((2, 8, 8, 3), np.float32))
     target = tf.constant(rng.random((2, 16, 16, 3), np.float32))
     hr = tf.constant(rng.random((2, 16, 16, 3), np.float32))
-    extra = ("loss.percep_gt_usm=false",) if triple else ()
-    part, loss = part_for(compose, "loss=realesrgan", "loss.gan_weight=0", *extra)
+    extra = ("++loss.terms.perceptual.target=gt",) if triple else ()
+    part, loss = part_for(compose, "loss=realesrgan", "~loss.terms.gan", *extra)
     g, _ = tiny_models()
     opt = keras.optimizers.SGD(1.0)  # the update is the gradient (Adam's first: its sign)
     opt.build(g.trainable_variables)
@@ -87,7 +89,7 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
         model=g, optimizer=opt, loss=loss, strategy=tf.distribute.get_strategy(),
         global_batch=2, counters=counters,
     ))  # fmt: skip
-    assert isinstance(step, PerceptualStep)
+    assert type(step) is TrainStep
     batch = SharpenedBatch(lq=lr, gt_usm=target, gt=hr) if triple else Batch(lq=lr, gt=target)
     got = step.train_step(batch)
 
@@ -118,20 +120,22 @@ def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, tri
 
 
 def test_without_a_discriminator_the_gan_terms_target_asks_for_no_hr(compose, folders):
-    """``loss.gan_gt_usm=false`` (the default) asks for the HR as it is for the discriminator
-    only: without one, the pairs stay ``(lr, target)`` unless the L1 or perceptual term asks."""
+    """``loss.terms.gan.target=gt`` (the default) asks for the HR as it is for the
+    discriminator: without the GAN term, the pairs stay ``(lr, target)`` unless the L1 or
+    perceptual term asks."""
     common = (f"data.hr_dir={folders / 'train'}", "data.val_dir=null", "data=generator",
               "degradation=realesrgan", "data.channels=rgb", "loss=realesrgan",
-              "loss.gan_weight=0")  # fmt: skip
+              "~loss.terms.gan")  # fmt: skip
     assert not build_source(compose(*common)).plain_target
-    assert build_source(compose(*common, "loss.percep_gt_usm=false")).plain_target
-    assert build_source(compose(*common, "discriminator=unet_sn")).plain_target
+    assert build_source(compose(*common, "++loss.terms.perceptual.target=gt")).plain_target
+    gan = compose(*common[:-1], "discriminator=unet_sn")
+    assert build_source(gan).plain_target
 
 
 @pytest.mark.slow
 def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
-    """The issue's command, in process: ``loss=realesrgan discriminator=none
-    loss.gan_weight=0`` on Real-ESRGAN pairs with the HR as it is for the perceptual term (a
+    """The issue's command, in process: ``loss=realesrgan ~loss.terms.gan`` on Real-ESRGAN
+    pairs with the HR as it is for the perceptual term (a
     TypeError at the first step before the fix) trains both terms and logs them."""
     from sr.train.app import run
     from tests.conftest import write_photos
@@ -141,13 +145,13 @@ def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
     cfg = compose(
         f"data.hr_dir={tmp_path / 'train'}", "data.val_dir=null", "data=generator",
         "data.channels=rgb", "data.batch_size=2", "data.patch_size=32", "model.features=[8,4]",
-        "degradation=realesrgan", "loss=realesrgan", "loss.gan_weight=0",
-        "loss.percep_gt_usm=false", "loss.vgg_weights=random", "train.steps=2",
-        "train.log_every=1", "train.ckpt_every=2",
+        "degradation=realesrgan", "loss=realesrgan", "~loss.terms.gan",
+        "++loss.terms.perceptual.target=gt", "++loss.terms.perceptual.vgg_weights=random",
+        "train.steps=2", "train.log_every=1", "train.ckpt_every=2",
     )  # fmt: skip
     final = run(cfg, tmp_path / "run")
     assert final["step"] == 2
-    assert "L1 + perceptual training without a discriminator" in caplog.text
+    assert "training on the loss terms l1(weight=1" in caplog.text
     terms = [r.getMessage() for r in caplog.records if r.getMessage().startswith("terms: l1")]
     assert len(terms) == 2 and all(float(t.split()[-1]) > 0 for t in terms), terms
 
@@ -161,9 +165,9 @@ def test_every_way_of_training_implements_the_part_protocol(compose):
     ]
     for overrides in (
         (),
-        ("loss=realesrgan", "loss.gan_weight=0"),
+        ("loss=realesrgan", "~loss.terms.gan"),
         ("loss=realesrgan", "discriminator=unet_sn", "discriminator.features=2",
-         "loss.perceptual_weight=0"),
+         "~loss.terms.perceptual"),
     ):  # fmt: skip
         part, _ = part_for(compose, *overrides)
         missing = [m for m in members if not hasattr(part, m)]

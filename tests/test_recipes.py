@@ -182,7 +182,7 @@ def test_edsr_baseline_div2k_is_the_papers_recipe(compose):
 
     # the optimisation: L1, Adam (0.9, 0.999), 1e-4 halved every 200k steps, 300k steps
     t = cfg.train
-    assert (t.steps, cfg.loss._target_) == (300_000, "sr.train.losses.L1")
+    assert (t.steps, dict(cfg.loss.terms)) == (300_000, {"l1": {}})
     optimizer = make_optimizer(cfg, mixed=False)
     assert type(optimizer) is keras.optimizers.Adam  # not AdamW, no averaging
     assert (optimizer.beta_1, optimizer.beta_2) == (0.9, 0.999)

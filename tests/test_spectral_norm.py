@@ -15,7 +15,7 @@ from sr.core.batch import Batch
 from sr.models.discriminator import build_unet_discriminator
 from sr.models.spectral_norm import SpectralNorm
 from sr.train.gan import GANStep
-from sr.train.gan_loss import RealESRGANLoss
+from sr.losses import Loss
 
 
 def normalize(x):
@@ -105,7 +105,7 @@ def test_a_gan_step_runs_three_power_iterations():
     g_opt, d_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
     g_opt.build(g.trainable_variables), d_opt.build(d.trainable_variables)
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-    step = GANStep(g, g_opt, RealESRGANLoss(perceptual_weight=0), tf.distribute.get_strategy(),
+    step = GANStep(g, g_opt, Loss({"l1": {}, "gan": {}}), tf.distribute.get_strategy(),
                    2, counters, discriminator=d, d_optimizer=d_opt)  # fmt: skip
     rng = np.random.default_rng(2)
     step.train_step(

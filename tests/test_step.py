@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from sr.core.batch import Batch
-from sr.train.losses import L1
+from sr.losses import Loss
 from sr.train.step import TrainStep
 
 
@@ -26,7 +26,7 @@ def make_step(seed: int = 0) -> TrainStep:
     optimizer = keras.optimizers.Adam(1e-2)
     optimizer.build(model.trainable_variables)
     counters = tuple(tf.Variable(v, dtype=tf.int64) for v in (0, -1, 0))
-    return TrainStep(model, optimizer, L1(), tf.distribute.get_strategy(), 2, counters)
+    return TrainStep(model, optimizer, Loss({"l1": {}}), tf.distribute.get_strategy(), 2, counters)
 
 
 def batches(n: int) -> tf.data.Dataset:

@@ -1,4 +1,4 @@
-"""torchvision's VGG19 for the paper's perceptual loss (``loss.vgg_weights=PATH.pth|.safetensors``,
+"""torchvision's VGG19 for the paper's perceptual loss (``vgg_weights=PATH.pth|.safetensors``,
 ``sr.models.state_dicts.vgg19``): the pre-ReLU features with BasicSR's normalisation against
 the fixture made in PyTorch (``tests/fixtures/pytorch/make_vgg19.py``: a VGG19-shaped net at
 torchvision's ``features.N`` indices), the perceptual term built from it, torchvision's full
@@ -14,10 +14,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from sr.core.errors import ConfigError
+from sr.losses import Loss
 from sr.models.state_dicts import vgg19
 from sr.models.state_dicts.base import StateDictError
 from sr.models.vgg import LAYERS, TORCHVISION_URL, VGG19_CHANNELS
-from sr.train.gan_loss import RealESRGANLoss
 from tests.fixtures.pytorch.common import HERE
 
 FILE = HERE / "vgg19.safetensors"
@@ -48,14 +48,14 @@ def test_pre_relu_features_are_pytorchs_with_basicsrs_normalisation(ref):
 
 
 def test_the_perceptual_term_on_torchvisions_vgg(ref, caplog):
-    """``loss.vgg_weights=vgg19.safetensors``: sum_k w_k mean|phi_k(SR) - phi_k(HR)| with the
-    fixture's PyTorch features of the two images."""
-    loss = RealESRGANLoss(vgg_weights=str(FILE))
-    with caplog.at_level(logging.INFO, logger="sr.train.gan_loss"):
+    """``loss.terms.perceptual.vgg_weights=vgg19.safetensors``: sum_k w_k mean|phi_k(SR) -
+    phi_k(HR)| with the fixture's PyTorch features of the two images."""
+    loss = Loss({"perceptual": {"vgg_weights": str(FILE)}}).terms[0]
+    with caplog.at_level(logging.INFO, logger="sr.losses.perceptual"):
         loss.build()
     assert "torchvision's VGG19" in caplog.text and "BasicSR's normalisation" in caplog.text
     x = ref["input"]
-    got = loss.perceptual(x[:1], x[1:]).numpy()
+    got = loss(x[:1], x[1:]).numpy()
     want = sum(
         w * np.abs(ref[k][1] - ref[k][0]).mean() for k, w in zip(LAYERS, (0.1, 0.1, 1, 1, 1))
     )
@@ -98,10 +98,13 @@ def test_other_vggs_and_other_files_are_refused(tmp_path):
     other = tmp_path / "other.safetensors"
     save_file({"conv_first.weight": np.ones((8, 3, 3, 3), np.float32)}, str(other))
     with pytest.raises(ConfigError) as info:
-        RealESRGANLoss(vgg_weights=str(other)).build()
+        Loss({"perceptual": {"vgg_weights": str(other)}}).build()
     message = str(info.value)
     assert str(other) in message and "not torchvision's VGG19" in message
     assert TORCHVISION_URL in message
+
+
+VGG = "++loss.terms.perceptual.vgg_weights"
 
 
 def test_the_schema_names_the_paper_s_file(compose, tmp_path):
@@ -109,8 +112,8 @@ def test_the_schema_names_the_paper_s_file(compose, tmp_path):
 
     missing = tmp_path / "vgg19-dcbb9e9d.pth"
     with pytest.raises(ConfigError, match=r"torchvision's VGG19 \(vgg19-dcbb9e9d.pth .*paper's"):
-        validate(compose("loss=realesrgan", "loss.gan_weight=0", f"loss.vgg_weights={missing}"))
-    validate(compose("loss=realesrgan", "loss.gan_weight=0", f"loss.vgg_weights={FILE}"))
+        validate(compose("loss=realesrgan", "~loss.terms.gan", f"{VGG}={missing}"))
+    validate(compose("loss=realesrgan", "~loss.terms.gan", f"{VGG}={FILE}"))
 
 
 @pytest.mark.torch
@@ -120,7 +123,7 @@ def test_a_pth_file_as_torch_saves_it(tmp_path, ref):
     torch = pytest.importorskip("torch")
     path = tmp_path / "vgg19-small.pth"
     torch.save({k: torch.from_numpy(v) for k, v in load_file(str(FILE)).items()}, path)
-    loss = RealESRGANLoss(vgg_weights=str(path))
+    loss = Loss({"perceptual": {"vgg_weights": str(path)}}).terms[0]
     loss.build()
     got = loss.vgg(ref["input"])["conv5_4"].numpy()
     assert np.abs(got - ref["conv5_4"]).max() < 1e-4

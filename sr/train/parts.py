@@ -11,8 +11,9 @@ import logging
 from typing import Protocol, runtime_checkable
 
 import tensorflow as tf
+from omegaconf import OmegaConf
 
-from sr.config import check_adversary
+from sr.config import adversary_rule
 from sr.losses import Loss
 from sr.train.best import NIQE, PSNR, BestRule
 from sr.train.gan import AdversarialTraining
@@ -158,11 +159,12 @@ def training_part(
     discriminator, :class:`GeneratorTraining` otherwise.
 
     Raises:
-        ConfigError: a GAN term without a discriminator or the other way round
-            (:func:`sr.config.check_adversary`); a missing or unreachable VGG19 weights file
+        ConfigError: a GAN term without a discriminator or the other way round (the one rule,
+            :func:`sr.config.adversary_rule`); a missing or unreachable VGG19 weights file
             (before any step).
     """
-    check_adversary(cfg)
+    has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
+    adversary_rule([loss.adversarial.name] if loss.adversarial else [], has_d)
     if loss.adversarial is None:
         return GeneratorTraining(loss)
     if not cfg.train.get("init_from") and not cfg.get("resume"):
