@@ -38,6 +38,7 @@ from sr.degradations import registry as degradation_registry
 from sr.degradations.registry import DegradationConfig
 from sr.losses import legacy as legacy_loss
 from sr.losses import registry as loss_terms
+from sr.losses import rules as loss_rules
 from sr.models import registry
 from sr.models.gan_schemas import DOWNSAMPLING, DiscriminatorConfig
 
@@ -313,7 +314,7 @@ def validate_train(cfg: DictConfig) -> None:
     schema = GROUP_SCHEMAS["optimizer"].get(OmegaConf.select(cfg, "optimizer._target_"))
     if schema is not None:  # a class of one's own checks its own arguments
         check_node(OmegaConf.to_container(cfg.optimizer, resolve=True), schema, "optimizer")
-    check_loss(cfg)
+    loss_rules.check_loss(cfg)
 
 
 def _check_devices(t) -> None:
@@ -386,47 +387,6 @@ def followed_key_error(error: ConfigError, node: DictConfig, group: str) -> Conf
     return error
 
 
-def check_loss(cfg: DictConfig) -> None:
-    """The ``loss.terms`` of ``cfg`` by their schemas (``sr.losses.registry.term_settings``),
-    and a ``fft`` term's ``patch_factor`` against ``data.patch_size``.
-
-    Raises:
-        ConfigError: no term, an unknown term (naming the known ones), a key a term does not
-            take, a value out of bounds, or a patch the FFT term's patches do not divide.
-    """
-    terms = OmegaConf.select(cfg, "loss.terms", default=None)
-    settings = loss_terms.term_settings(
-        OmegaConf.to_container(terms, resolve=True) if terms is not None else None
-    )
-    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
-    factor = getattr(settings.get("fft"), "patch_factor", 1)
-    if isinstance(patch, int) and patch % factor:
-        raise ConfigError(
-            f"loss.terms.fft.patch_factor={factor} must divide data.patch_size={patch} (each "
-            "HR patch is cut into patch_factor^2 spectra): choose a divisor of the patch"
-        )
-
-
-def loss_key_error(e: Exception) -> ConfigError | None:
-    """Hydra's refusal of ``loss.terms.<term>.<key>=V`` for a key the preset leaves at its
-    schema's default (so not in the composed node) as how to set it: ``+`` adds it, ``++`` sets
-    it either way; None for any other refusal."""
-    found = re.search(r"Could not override '(loss\.terms\.[\w.]+)'", str(e))
-    if not found:
-        return None
-    key = found[1]
-    return ConfigError(
-        f"{key}: the preset leaves this key at its default (sr/losses/), so it is not in the "
-        f"config to override: add it with +{key}=VALUE (++{key}=VALUE sets it either way)"
-    )
-
-
-def adversarial_terms(cfg: DictConfig) -> list[str]:
-    """The terms of ``loss.terms`` that need a discriminator (``gan``)."""
-    terms = OmegaConf.select(cfg, "loss.terms", default=None) or {}
-    return [n for n in terms if loss_terms.get(str(n)).kind == "adversarial"]
-
-
 def check_adversary(cfg: DictConfig) -> None:
     """The one rule of the adversarial part: a GAN term (``loss.terms.gan``) and a
     discriminator (``discriminator=unet_sn``) come together, and the discriminator takes HR
@@ -438,7 +398,7 @@ def check_adversary(cfg: DictConfig) -> None:
             or a ``data.patch_size`` that is not a multiple of 8 with a discriminator.
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
-    adversary_rule(adversarial_terms(cfg), has_d)
+    loss_rules.adversary_rule(loss_rules.adversarial_terms(cfg), has_d)
     patch = OmegaConf.select(cfg, "data.patch_size", default=None)
     if has_d and isinstance(patch, int) and patch % DOWNSAMPLING:
         scale = OmegaConf.select(cfg, "data.scale", default=1)
@@ -448,26 +408,6 @@ def check_adversary(cfg: DictConfig) -> None:
             f"data.patch_size={patch}: discriminator=unet_sn halves the HR patch three times "
             f"and joins its U-Net's skips, so the patch must be a multiple of {DOWNSAMPLING}: "
             f"use {' or '.join(map(str, near))}"
-        )
-
-
-def adversary_rule(gan: list[str], has_d: bool) -> None:
-    """A GAN term and a discriminator come together: ``gan`` the loss's adversarial terms,
-    ``has_d`` a discriminator is configured (:func:`check_adversary` on a config,
-    ``sr.train.parts.training_part`` on the built loss).
-
-    Raises:
-        ConfigError: one without the other, naming what to add or drop.
-    """
-    if has_d and not gan:
-        raise ConfigError(
-            "discriminator=unet_sn trains a GAN and needs a GAN term: add loss=realesrgan or "
-            "+loss.terms.gan.weight=0.1 (or choose discriminator=none)"
-        )
-    if gan and not has_d:
-        raise ConfigError(
-            f"loss.terms.{gan[0]} is a GAN term and needs a discriminator: add "
-            f"discriminator=unet_sn, or drop the term (~loss.terms.{gan[0]})"
         )
 
 
@@ -483,7 +423,7 @@ def load(*overrides: str) -> DictConfig:
     try:
         cfg = compose(*overrides)
     except ConfigCompositionException as e:
-        raise loss_key_error(e) or composition_error(e) from e
+        raise loss_rules.key_error(e) or composition_error(e) from e
     except OverrideParseException as e:  # a value Hydra's grammar cannot read: how to quote it
         raise override_parse_error(e) from e
     validate(cfg)

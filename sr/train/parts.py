@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from sr.config import adversary_rule
 from sr.losses import Loss
+from sr.losses.rules import adversary_rule
 from sr.train.best import NIQE, PSNR, BestRule
 from sr.train.gan import AdversarialTraining
 from sr.train.pretrained import init_discriminator
@@ -160,7 +160,7 @@ def training_part(
 
     Raises:
         ConfigError: a GAN term without a discriminator or the other way round (the one rule,
-            :func:`sr.config.adversary_rule`); a missing or unreachable VGG19 weights file
+            :func:`sr.losses.rules.adversary_rule`); a missing or unreachable VGG19 weights file
             (before any step).
     """
     has_d = bool(OmegaConf.select(cfg, "discriminator._target_", default=None))
