@@ -75,10 +75,10 @@ class HAB(SwinBlock):
         self.conv_scale = float(conv_scale)
         super().__init__(*args, **kwargs)
 
-    def _parts(self) -> list:
+    def part_list(self) -> list:
         c, name = self.dim, self.name
         cab = "conv_block.cab"
-        parts = super()._parts()
+        parts = super().part_list()
         parts[3:3] = [
             (f"{cab}.0", blocks.conv(c // self.compress, 3, f"{name}.{cab}.0")),
             (f"{cab}.2", blocks.conv(c, 3, f"{name}.{cab}.2")),

@@ -55,7 +55,7 @@ class SwinBlock(keras.layers.Layer):
         self.qkv_bias, self.drop_path = bool(qkv_bias), float(drop_path)
         self.seed = keras.random.SeedGenerator(0)
         self.index = blocks.relative_index(self.window).reshape(-1).astype(np.int32)
-        self.parts = dict(self._parts())
+        self.parts = dict(self.part_list())
         self.table = self.add_weight(
             name="relative_position_bias_table",
             shape=((2 * self.window - 1) ** 2, self.heads),
@@ -65,7 +65,8 @@ class SwinBlock(keras.layers.Layer):
     def _dense(self, units, key, bias=True):
         return key, keras.layers.Dense(units, use_bias=bias, name=f"{self.name}.{key}")
 
-    def _parts(self) -> list:
+    def part_list(self) -> list:
+        """``(reference suffix, sublayer)`` pairs of the block, in the reference's order."""
         c, hidden = self.dim, int(self.dim * self.mlp_ratio)
         return [
             ("norm1", blocks.layer_norm(f"{self.name}.norm1")),
