@@ -94,7 +94,8 @@ BUILDERS = {
 @pytest.mark.parametrize("target", sorted(BUILDERS))
 def test_a_schema_and_its_builder_agree(target):
     """Each default of a schema (``optimizer``, ``discriminator``; a loss term's class takes its
-    schema, ``sr.losses``) is its builder's (a function, or a class's ``__init__``), where the builder takes the key."""
+    schema, ``sr.losses``) is its builder's (a function, or a class's ``__init__``), where the
+    builder takes the key."""
     builder = hydra.utils.get_object(target)
     params = inspect.signature(builder).parameters
     schema = BUILDERS[target]
