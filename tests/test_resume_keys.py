@@ -55,7 +55,7 @@ def _refused(compose, run_dir, *overrides) -> str:
         (("++loss.terms.l1.weight=2",), ["loss.terms.l1.weight: 1.0 -> 2. Resume"]),
         (
             ("model=edsr_lite",),
-            ["model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'. "],
+            ["model.arch: 'espcn' -> 'edsr'; ", "model.blocks: '<absent>' -> 8; "],
         ),
         (
             ("optimizer=adamw",),
