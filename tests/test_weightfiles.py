@@ -124,3 +124,12 @@ def test_pth_layouts_and_refusals(tmp_path):
     torch.save({"w": torch.ones(1), "step": 3}, tmp_path / "mixed.pth")
     with pytest.raises(WeightFileError, match="step are not tensors"):
         read_weights(tmp_path / "mixed.pth")
+
+
+def test_a_0d_tensor_keeps_its_shape(tmp_path):
+    """BatchNorm's num_batches_tracked is 0-d: np.ascontiguousarray would write it as [1]."""
+    path = write_safetensors(
+        tmp_path / "n.safetensors", {"bn.num_batches_tracked": np.array(7)}, {}
+    )
+    back = read_weights(path).state["bn.num_batches_tracked"]
+    assert back.shape == () and back == 7

@@ -355,7 +355,8 @@ def write_safetensors(path, state: Mapping[str, np.ndarray], metadata: Mapping[s
     bad = [k for k, v in metadata.items() if not isinstance(v, str)]
     if bad:
         raise ValueError(f"safetensors metadata must be strings; not: {', '.join(bad)}")
-    tensors = {k: np.ascontiguousarray(v) for k, v in state.items()}
+    # ascontiguousarray makes a 0-d array (BatchNorm's num_batches_tracked) 1-d: reshaped back
+    tensors = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in state.items()}
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         save_file(tensors, str(tmp), metadata=dict(metadata))
