@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 import sr.config
 from sr.config import GROUPS, ConfigError, build_source, group_choices, load
+from sr.losses import registry as loss_registry
 from tests.conftest import write_photos
 
 NOT_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "nan", "inf", "none", "y", "n"}
@@ -72,6 +73,22 @@ def group_keys() -> list[tuple[tuple[str, ...], str, st.SearchStrategy[str]]]:
                 values = hostile(f.name, hints[f.name])
                 if f.name != "_target_" and values is not None:
                     out.append((base, f"{group}.{f.name}", values))
+    return out + term_keys()
+
+
+def term_keys() -> list[tuple[tuple[str, ...], str, st.SearchStrategy[str]]]:
+    """The keys of every loss term (``loss.terms`` is untyped: its schemas are the terms'),
+    each first set to its default so that the drawn override replaces it."""
+    out = []
+    for spec in loss_registry.specs():
+        hints = typing.get_type_hints(spec.schema)
+        for f in dataclasses.fields(spec.schema):
+            values = hostile(f.name, hints[f.name])
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            text = str(default).lower() if isinstance(default, bool) else str(default)
+            key = f"loss.terms.{spec.name}.{f.name}"
+            if values is not None:
+                out.append((("loss=l1", f"++{key}={text.replace(' ', '')}"), key, values))
     return out
 
 

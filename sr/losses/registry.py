@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import pkgutil
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +149,35 @@ def get(name: str) -> TermSpec:
     return _SPECS[name]
 
 
+@functools.cache
+def hints(schema: type) -> dict:
+    """The resolved type of each field of a term's schema."""
+    return typing.get_type_hints(schema)
+
+
+def _type_error(value, hint) -> str | None:
+    """Why ``value`` is not of the field type ``hint`` (``bool``, ``int``, ``float``, ``str``,
+    ``list[float]``, optionally ``| None``), or None."""
+    args = typing.get_args(hint)
+    if value is None:
+        return None if type(None) in args else "a value, not null"
+    if type(None) in args:
+        hint = next(a for a in args if a is not type(None))
+    base = typing.get_origin(hint) or hint
+    if base is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if base is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if base is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "a number"
+    if base is str:
+        return None if isinstance(value, str) else "a string"
+    if base is list:
+        return None if isinstance(value, list) else "a list"
+    return None
+
+
 def term_settings(terms: Mapping | None) -> dict[str, TermConfig]:
     """The settings of each term of ``loss.terms`` (term name to its keys, plain values), as
     instances of its schema with the defaults of the keys not given, in the given order.
@@ -171,6 +202,10 @@ def term_settings(terms: Mapping | None) -> dict[str, TermConfig]:
                 f"loss.terms.{name}.{unknown[0]} is not a key of the {name} term: remove it "
                 f"(its keys: {', '.join(sorted(fields))})"
             )
+        for key, value in keys.items():  # the terms node is untyped: OmegaConf checks no type
+            why = _type_error(value, hints(spec.schema)[key])
+            if why:
+                raise ConfigError(f"loss.terms.{name}.{key} must be {why}, got {value!r}")
         check_node(keys, spec.schema, f"loss.terms.{name}")
         out[str(name)] = spec.schema(**keys)
     adversarial = [n for n, s in out.items() if get(n).kind == "adversarial"]
