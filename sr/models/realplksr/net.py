@@ -19,6 +19,7 @@ from __future__ import annotations
 import keras
 
 from sr.models.layers import PixelShuffle, float32_output
+from sr.models.safmn.net import Channels
 
 
 def conv(name: str, filters: int, kernel: int):
@@ -35,8 +36,8 @@ def plk_block(x, prefix: str, cfg):
                                             dtype="float32")(x)  # fmt: skip
     x = conv(f"{prefix}.channel_mixer.0", dim * 2, 3)(x)
     x = conv(f"{prefix}.channel_mixer.2", dim, 3)(keras.layers.Activation("mish")(x))
-    lk = conv(f"{prefix}.lk.conv", pdim, cfg.kernel_size)(x[..., :pdim])
-    x = keras.layers.Concatenate()([lk, x[..., pdim:]]) if pdim < dim else lk
+    lk = conv(f"{prefix}.lk.conv", pdim, cfg.kernel_size)(Channels(0, pdim)(x))
+    x = keras.layers.Concatenate()([lk, Channels(pdim, dim)(x)]) if pdim < dim else lk
     if cfg.use_ea:
         gate = conv(f"{prefix}.attn.f.0", dim, 3)(x)
         x = keras.layers.Multiply()([x, keras.layers.Activation("sigmoid")(gate)])

@@ -31,6 +31,25 @@ def gelu(x):
     return keras.layers.Activation("gelu")(x)
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class Channels(keras.layers.Layer):
+    """``x[..., start:stop]`` of ``[B, H, W, C]`` (the reference's ``chunk`` / ``split`` on
+    channels), a layer of its own so that the model's config names it."""
+
+    def __init__(self, start: int, stop: int, **kwargs):
+        super().__init__(**kwargs)
+        self.start, self.stop = int(start), int(stop)
+
+    def call(self, x):
+        return x[..., self.start : self.stop]
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.stop - self.start)
+
+    def get_config(self):
+        return {**super().get_config(), "start": self.start, "stop": self.stop}
+
+
 def channel_norm(name: str):
     """The reference's channels-first ``LayerNorm`` (eps 1e-6), in float32."""
     return keras.layers.LayerNormalization(epsilon=1e-6, name=name, dtype="float32")
@@ -41,7 +60,7 @@ def safm(x, prefix: str, dim: int):
     chunk = dim // LEVELS
     out = []
     for i in range(LEVELS):
-        s = x[..., i * chunk : (i + 1) * chunk]
+        s = Channels(i * chunk, (i + 1) * chunk)(x)
         if i:
             s = keras.layers.MaxPooling2D(2**i)(s)
         s = keras.layers.DepthwiseConv2D(3, padding="same", name=f"{prefix}.mfr.{i}")(s)
