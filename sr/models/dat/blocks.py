@@ -80,9 +80,11 @@ def shift_mask(height, width, wh: int, ww: int, sh: int, sw: int):
     """The attention mask of shifted windows (Swin's / DAT's ``calculate_mask``) for a padded
     ``height x width`` map, windows ``wh x ww`` shifted by ``(sh, sw)``: float32
     ``[nW, N, N]``, -100 between tokens of different regions, else 0."""
-    ids = region_ids(height, wh, sh)[:, None] * 3 + region_ids(width, ww, sw)[None, :]
-    ids = windows(ids[None, :, :, None], wh, ww)[:, :, 0]  # [nW, N]
-    return tf.where(ids[:, None, :] != ids[:, :, None], -100.0, 0.0)
+    # expand_dims and reshape, not None indexing: TFLite lacks StridedSlice's new_axis_mask
+    rows = tf.expand_dims(region_ids(height, wh, sh), 1)
+    ids = rows * 3 + tf.expand_dims(region_ids(width, ww, sw), 0)
+    ids = tf.reshape(windows(tf.reshape(ids, [1, height, width, 1]), wh, ww), [-1, wh * ww])
+    return tf.where(tf.expand_dims(ids, 1) != tf.expand_dims(ids, 2), -100.0, 0.0)
 
 
 def drop_path(x, rate: float, training, seed):

@@ -164,7 +164,8 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
     if float(found.model.get("img_range", 1.0)) != 1.0:
         faults.append(f"model.img_range={found.model['img_range']} (spandrel reads 1)")
     pairs.refuse_unwritable(found, faults, "DAT", "the official DAT", "Train with img_range 1")
-    return pairs.dump(model_slots(model, _shuffles(found))) | buffers(model, found)
+    state = pairs.dump(model_slots(model, _shuffles(found))) | buffers(model, found)
+    return {k: np.ascontiguousarray(v) for k, v in state.items()}
 
 
 def expected_parameters(keys: dict, channels: int = 3, scale: int = SCALE) -> int:

@@ -191,12 +191,13 @@ class DATBlock(keras.layers.Layer):
         win = blocks.windows(qkv, wh, ww)  # [B nW, N, 3c]
         q, k, v = (blocks.heads_first(win[..., j * c : (j + 1) * c], heads) for j in range(3))
         q = q * ((c // heads) ** -0.5)
-        attn = tf.matmul(q, k, transpose_b=True) + self.position_bias(i, q.dtype)[None]
+        attn = tf.matmul(q, k, transpose_b=True) + self.position_bias(i, q.dtype)
         if self.shift:
             n = wh * ww
             mask = blocks.shift_mask(height, width, wh, ww, wh // 2, ww // 2)
             attn = tf.reshape(attn, [-1, tf.shape(mask)[0], heads, n, n])
-            attn = tf.reshape(attn + tf.cast(mask[None, :, None], attn.dtype), [-1, heads, n, n])
+            mask = tf.cast(tf.reshape(mask, [1, -1, 1, n, n]), attn.dtype)
+            attn = tf.reshape(attn + mask, [-1, heads, n, n])
         out = blocks.heads_last(tf.matmul(blocks.softmax32(attn, q.dtype), v))
         return blocks.unwindows(out, wh, ww, height, width)
 
@@ -298,7 +299,7 @@ def _rpe_biases(wh: int, ww: int) -> np.ndarray:
     """The reference's ``rpe_biases``: float32 ``[(2 wh - 1)(2 ww - 1), 2]``, every relative
     offset (dh, dw), dh outer."""
     grid = np.meshgrid(np.arange(1 - wh, wh), np.arange(1 - ww, ww), indexing="ij")
-    return np.stack(grid).reshape(2, -1).T.astype(np.float32)
+    return np.ascontiguousarray(np.stack(grid).reshape(2, -1).T, dtype=np.float32)
 
 
 def resi_conv(x, dim: int, kind: str, name: str):

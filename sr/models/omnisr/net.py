@@ -75,9 +75,9 @@ class OSABlock(keras.layers.Layer):
         super().__init__(**kwargs)
         self.features, self.window, self.pe = int(features), int(window), bool(pe)
         self.parts = self._parts()
-        self.temperature = {
-            i: self.add_weight(name=f"temperature_{i}", shape=(self.HEADS, 1, 1),
-                               initializer="ones")
+        self.temperature = {  # string keys: TF's checkpoints and SavedModel need them
+            str(i): self.add_weight(name=f"temperature_{i}", shape=(self.HEADS, 1, 1),
+                                    initializer="ones")
             for i in (5, 11)
         }  # fmt: skip
         self.index = blocks.relative_index(self.window, self.window)
@@ -150,7 +150,7 @@ class OSABlock(keras.layers.Layer):
         sim = tf.matmul(q * ((f // heads) ** -0.5), k, transpose_b=True)
         if self.pe:
             bias = p[f"layer.{i}.fn.rel_pos_bias"](tf.constant(self.index))  # [N, N, heads]
-            sim = sim + tf.cast(tf.transpose(bias, [2, 0, 1]), sim.dtype)[None]
+            sim = sim + tf.cast(tf.transpose(bias, [2, 0, 1]), sim.dtype)
         out = blocks.heads_last(tf.matmul(blocks.softmax32(sim, q.dtype), v))
         out = p[f"layer.{i}.fn.to_out.0"](out)
         if grid:
@@ -180,7 +180,7 @@ class OSABlock(keras.layers.Layer):
                  for j in range(3)]  # fmt: skip
         q, k, v = parts
         q, k = blocks.l2_normalize(q, -1), blocks.l2_normalize(k, -1)
-        attn = tf.matmul(q, k, transpose_b=True) * tf.cast(self.temperature[i], q.dtype)
+        attn = tf.matmul(q, k, transpose_b=True) * tf.cast(self.temperature[str(i)], q.dtype)
         out = tf.matmul(blocks.softmax32(attn, q.dtype), v)
         out = tf.transpose(out, [0, 4, 1, 2, 3] if grid else [0, 3, 1, 2])
         out = blocks.unwindows(tf.reshape(out, [-1, n, f]), w, w, s[1], s[2])
@@ -232,7 +232,11 @@ class PadTo(keras.layers.Layer):
 
     def call(self, x):
         m, s = self.multiple, tf.shape(x)
-        return tf.pad(x, [[0, 0], [0, (m - s[1] % m) % m], [0, (m - s[2] % m) % m], [0, 0]])
+        ph, pw = (m - s[1] % m) % m, (m - s[2] % m) % m
+        y = tf.pad(x, [[0, 0], [0, ph], [0, pw], [0, 0]])
+        # the channels stated again: a pad by computed amounts loses every static dimension,
+        # and LiteRT's converter cannot make CONV_2D of a conv whose input channels are unknown
+        return tf.reshape(y, [s[0], s[1] + ph, s[2] + pw, x.shape[-1]])
 
     def get_config(self):
         return {**super().get_config(), "multiple": self.multiple}
