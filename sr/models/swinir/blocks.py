@@ -25,8 +25,9 @@ def layer_norm(name: str):
 
 
 def gelu(x):
-    """PyTorch's ``nn.GELU()`` (the erf form)."""
-    return keras.activations.gelu(x, approximate=False)
+    """PyTorch's ``nn.GELU()``, the erf form: ``x (1 + erf(x / sqrt 2)) / 2`` (written so, as
+    TensorFlow's own exact GELU computes ``erfc``, which tf2onnx cannot convert)."""
+    return 0.5 * x * (1.0 + tf.math.erf(x * 0.7071067811865476))
 
 
 def windows(x, wh: int, ww: int):
@@ -100,7 +101,8 @@ def shift_mask(height, width, size: int, shift: int):
     ``height x width`` map (multiples of ``size``): float32 ``[nW, N, N]``, -100 between tokens
     of different regions, else 0."""
     ids = region_ids(height, size, shift)[:, None] * 3 + region_ids(width, size, shift)[None, :]
-    ids = windows(ids[None, :, :, None], size, size)[:, :, 0]  # [nW, N]
+    ids = windows(tf.expand_dims(tf.expand_dims(ids, 0), -1), size, size)  # [nW, N, 1]
+    ids = tf.squeeze(ids, -1)
     return tf.where(ids[:, None, :] != ids[:, :, None], -100.0, 0.0)
 
 
@@ -152,7 +154,11 @@ class WindowPad(keras.layers.Layer):
     def call(self, x):
         s, n = tf.shape(x), self.size
         ph, pw = (n - s[1] % n) % n, (n - s[2] % n) % n
-        return tf.pad(x, [[0, 0], [0, ph], [0, pw], [0, 0]], mode="REFLECT")
+        # reflection by slices, a reverse and a concatenation (LiteRT's MIRROR_PAD of a
+        # run-time padding loses the channels, and the next conv is then not converted): the
+        # rows h-2, h-3, ... (a slice clamped at row 0 for a side shorter than the window)
+        x = tf.concat([x, tf.reverse(x[:, -(n + 1) : -1], [1])[:, :ph]], axis=1)
+        return tf.concat([x, tf.reverse(x[:, :, -(n + 1) : -1], [2])[:, :, :pw]], axis=2)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], None, None, input_shape[-1])
