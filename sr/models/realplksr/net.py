@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, float32_output
+from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
 from sr.models.safmn.net import Channels
 
 
@@ -66,6 +66,6 @@ def build(cfg, scale: int, channels: int) -> keras.Model:
         x = plk_block(x, f"feats.{i}", cfg)
     x = conv(f"feats.{cfg.blocks + 2}", channels * scale * scale, 3)(x)
     x = PixelShuffle(scale)(x)
-    up = keras.layers.UpSampling2D(scale, interpolation="nearest")(lr)
+    up = UpSampling2D(scale, interpolation="nearest")(lr)
     x = keras.layers.Add()([x, up])
     return keras.Model(lr, float32_output(x), name="realplksr")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import keras
 
-from sr.models.layers import PixelShuffle, float32_output
+from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
 from sr.models.swinir.blocks import CropTo, WindowPad
 
 LEVELS = 4
@@ -65,7 +65,7 @@ def safm(x, prefix: str, dim: int):
             s = keras.layers.MaxPooling2D(2**i)(s)
         s = keras.layers.DepthwiseConv2D(3, padding="same", name=f"{prefix}.mfr.{i}")(s)
         if i:
-            s = keras.layers.UpSampling2D(2**i, interpolation="nearest")(s)
+            s = UpSampling2D(2**i, interpolation="nearest")(s)
         out.append(s)
     y = keras.layers.Conv2D(dim, 1, name=f"{prefix}.aggr")(keras.layers.Concatenate()(out))
     return keras.layers.Multiply()([gelu(y), x])

@@ -1,0 +1,13 @@
+"""SAFMN beside its official PyTorch class (issue 45): benchmarks/arch_rcan.py on the
+safmn_tiny and safmn presets (parameters, mult-adds, ms per 256x256, fixtures' max diff and
+export dB, training step ratio).
+
+    python -m benchmarks.arch_safmn [the options of benchmarks.arch_rcan]
+"""
+
+from __future__ import annotations
+
+from benchmarks.arch_rcan import main
+
+if __name__ == "__main__":
+    raise SystemExit(main(presets=["safmn_tiny", "safmn"]))
