@@ -69,8 +69,11 @@ from sr.core.degrade import bicubic_upscale, make_lr, min_hr_size, quantize
 from sr.core.forward import forward
 from sr.core.frames import check_same_size, sequence_size, window_frames
 from sr.core.images import IMAGE_SUFFIXES, ImageFolderError, image_size, list_images, load_image
-from sr.metrics import crop_border, psnr, ssim
-from sr.metrics.niqe import niqe
+from sr.metrics import psnr, psnr_rgb, ssim
+from sr.metrics import registry as metric_registry
+from sr.metrics.niqe import niqe_cropped
+
+__all__ = ["niqe_cropped", "psnr_rgb"]  # re-exported: they live in sr.metrics
 
 METRICS = ("psnr", "ssim", "psnr_bicubic", "ssim_bicubic")
 """The figures of a scored image and their means over a folder: PSNR (dB) and SSIM of the model
@@ -244,57 +247,26 @@ def score(sr_y: np.ndarray, hr_y: np.ndarray, scale: int) -> tuple[float, float]
     return psnr(sr_y, hr_y, border=scale), ssim(sr_y, hr_y, border=scale)
 
 
-def psnr_rgb(sr: np.ndarray, hr: np.ndarray, scale: int) -> float:
-    """PSNR in dB (peak 255) over every channel of ``[H, W, C]`` images (the mean squared error
-    over R, G and B), ``scale`` pixels cropped from each border: ``sr.metrics.psnr`` of
-    the cropped channels side by side.
-
-    Raises:
-        ValueError: for images of different shapes, or too small for the crop.
-    """
-    sr, hr = np.asarray(sr, np.float64), np.asarray(hr, np.float64)
-    if sr.shape != hr.shape or sr.ndim != 3:
-        raise ValueError(f"SR and HR must be [H, W, C] of one shape, got {sr.shape}, {hr.shape}")
-    sr, hr = crop_border(sr, scale), crop_border(hr, scale)
-    return psnr(sr.reshape(sr.shape[0], -1), hr.reshape(hr.shape[0], -1))
-
-
-def niqe_cropped(image: np.ndarray, scale: int, name: str = "") -> float:
-    """NIQE (``sr.metrics.niqe``) of an 8-bit image with ``scale`` pixels cropped from each
-    border, as the protocol scores.
-
-    Args:
-        image: ``[H, W]`` or ``[H, W, 1|3]`` on the 8-bit grid 0..255 (float or uint8).
-        scale: pixels cut from every border (0: none).
-        name: the image's name, for error messages.
-
-    Raises:
-        ValueError: for an image under 96 x 96 pixels after the crop, or without texture
-            (names it).
-    """
-    try:
-        return niqe(crop_border(np.asarray(image), scale).astype(np.uint8))
-    except ValueError as e:
-        raise ValueError(f"NIQE of {name or 'an image'}: {e}") from e
-
-
 def score_image(
-    model, item: EvalImage, scale: int, rgb: bool, with_niqe: bool = False
+    model, item: EvalImage, scale: int, rgb: bool, with_niqe: bool = False, metrics=()
 ) -> tuple[dict, np.ndarray | None]:
-    """The figures of one prepared image: ``(row, SR Y)``.
+    """The figures of one prepared image: ``(row, SR Y)``, each metric computed through
+    ``sr.metrics.registry`` on what it reads (its ``reads``: Y, the RGB image or the 8-bit
+    output) and keyed by its name (the model's) and ``<name>_bicubic`` (bicubic's).
 
     Args:
         model: Y or RGB Keras model (:func:`input_channels`), or None for bicubic alone.
         item: :func:`prepare`'s image.
-        scale: s.
+        scale: s (the border every metric crops).
         rgb: add :data:`RGB_METRICS` (``psnr_rgb`` for an RGB model, ``psnr_rgb_bicubic``).
         with_niqe: add :data:`NIQE_METRICS` (``niqe`` for a model, ``niqe_bicubic``).
+        metrics: names of further registered metrics, after those.
 
     Returns:
         ``({"psnr_bicubic", "ssim_bicubic"[, "psnr", "ssim"][, "psnr_rgb"][,
-        "psnr_rgb_bicubic"][, "niqe"][, "niqe_bicubic"]}, float64 [H, W] SR Y or None)``.
+        "psnr_rgb_bicubic"][, "niqe"][, "niqe_bicubic"][, <name>, <name>_bicubic...]},
+        float64 [H, W] SR Y or None)``; a metric reading RGB has no model figure for a Y model.
     """
-    row = dict(zip(("psnr_bicubic", "ssim_bicubic"), score(item.bicubic_y, item.hr_y, scale)))
     sr = sr_y = None
     if model is not None:
         try:
@@ -305,15 +277,21 @@ def score_image(
                 sr_y = super_resolve_y(model, item.lr_y)
         except ValueError as e:  # finite(): the image named
             raise ValueError(f"{item.name}: {e}") from None
-        row.update(zip(("psnr", "ssim"), score(sr_y, item.hr_y, scale)))
-    if rgb:
-        if sr is not None:
-            row["psnr_rgb"] = psnr_rgb(sr, item.hr, scale)
-        row["psnr_rgb_bicubic"] = psnr_rgb(item.bicubic, item.hr, scale)
-    if with_niqe:
-        if sr_y is not None:
-            row["niqe"] = niqe_cropped(sr_y if sr is None else sr, scale, item.name)
-        row["niqe_bicubic"] = niqe_cropped(item.bicubic, scale, item.name)
+    hr = {"y": item.hr_y, "rgb": item.hr, "output": None}
+    bicubic = {"y": item.bicubic_y, "rgb": item.bicubic, "output": item.bicubic}
+    output = {"y": sr_y, "rgb": sr, "output": sr_y if sr is None else sr}
+    extra = [*(("psnr_rgb",) if rgb else ()), *(("niqe",) if with_niqe else ()), *metrics]
+    pairs = [(n, x) for x in ("_bicubic", "") for n in ("psnr", "ssim")]  # the old order
+    pairs += [(n, x) for n in extra for x in ("", "_bicubic")]
+    row = {}
+    for name, suffix in pairs:
+        spec = metric_registry.get(name)
+        view = (bicubic if suffix else output)[spec.reads]
+        if view is not None:
+            try:
+                row[name + suffix] = spec(view, hr[spec.reads], scale)
+            except ValueError as e:
+                raise ValueError(f"{name.upper()} of {item.name}: {e}") from e
     return row, sr_y
 
 
@@ -471,8 +449,9 @@ class _Frame:
 
 
 def _means(rows) -> dict:
-    result = {}
-    for key in (*METRICS, *RGB_METRICS, *NIQE_METRICS):
+    result, rows = {}, list(rows)
+    known = (*METRICS, *RGB_METRICS, *NIQE_METRICS)
+    for key in (*known, *dict.fromkeys(k for r in rows for k in r if k not in known)):
         values = [r[key] for r in rows if key in r]
         if values:
             result[key] = float(np.mean(values))

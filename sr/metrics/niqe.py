@@ -46,6 +46,8 @@ from scipy.special import gamma
 
 from sr.core.color import y_channel
 from sr.core.degrade import bicubic_downscale
+from sr.metrics.psnr_ssim import crop_border
+from sr.metrics.registry import MetricSpec, register
 
 PRISTINE_FILE = "niqe_pris_params.npz"
 """The pristine model beside this module: ``mu_pris_param`` float64 [1, 36], ``cov_pris_param``
@@ -259,3 +261,34 @@ def niqe(image) -> float:
             f"{x.shape[1]}x{x.shape[0]}"
         )
     return niqe_y(y_channel(x))
+
+
+def niqe_cropped(image, scale: int, name: str = "") -> float:
+    """NIQE (:func:`niqe`) of an 8-bit image with ``scale`` pixels cropped from each border, as
+    the protocol scores.
+
+    Args:
+        image: ``[H, W]`` or ``[H, W, 1|3]`` on the 8-bit grid 0..255 (float or uint8).
+        scale: pixels cut from every border (0: none).
+        name: the image's name, for error messages.
+
+    Raises:
+        ValueError: for an image under 96 x 96 pixels after the crop, or without texture
+            (names it).
+    """
+    try:
+        return _niqe_border(image, scale)
+    except ValueError as e:
+        raise ValueError(f"NIQE of {name or 'an image'}: {e}") from e
+
+
+def _niqe_border(image, scale: int) -> float:
+    return niqe(crop_border(np.asarray(image), scale).astype(np.uint8))
+
+
+# No reference, lower is better, on the 8-bit output (RGB of an RGB model, Y of a Y model).
+NIQE = register(
+    MetricSpec(
+        "niqe", _niqe_border, reference=False, direction="min", reads="output", title="NIQE"
+    )
+)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+from sr.metrics.registry import MetricSpec, register
+
 SSIM_SIGMA = 1.5
 SSIM_RADIUS = 5  # 11x11 window
 SSIM_K1, SSIM_K2 = 0.01, 0.03
@@ -89,3 +91,34 @@ def ssim(sr_y, hr_y, border: int = 0, peak: float = 255.0) -> float:
     num = (2 * mu_x * mu_y + c1) * (2 * cov + c2)
     den = (mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2)
     return float(np.mean(num / den))
+
+
+def psnr_rgb(sr, hr, scale: int) -> float:
+    """PSNR in dB (peak 255) over every channel of ``[H, W, C]`` images (the mean squared error
+    over R, G and B), ``scale`` pixels cropped from each border: :func:`psnr` of the cropped
+    channels side by side.
+
+    Raises:
+        ValueError: for images of different shapes, or too small for the crop.
+    """
+    sr, hr = np.asarray(sr, np.float64), np.asarray(hr, np.float64)
+    if sr.shape != hr.shape or sr.ndim != 3:
+        raise ValueError(f"SR and HR must be [H, W, C] of one shape, got {sr.shape}, {hr.shape}")
+    sr, hr = crop_border(sr, scale), crop_border(hr, scale)
+    return psnr(sr.reshape(sr.shape[0], -1), hr.reshape(hr.shape[0], -1))
+
+
+def _psnr_y(sr_y, hr_y, scale: int) -> float:
+    return psnr(sr_y, hr_y, border=scale)
+
+
+def _ssim_y(sr_y, hr_y, scale: int) -> float:
+    return ssim(sr_y, hr_y, border=scale)
+
+
+# The protocol's metrics: Y with ``scale`` border pixels cropped; RGB PSNR of an RGB output.
+PSNR = register(MetricSpec("psnr", _psnr_y, unit="dB", reads="y", title="PSNR (dB)"))
+SSIM = register(MetricSpec("ssim", _ssim_y, reads="y", title="SSIM"))
+PSNR_RGB = register(
+    MetricSpec("psnr_rgb", psnr_rgb, unit="dB", reads="rgb", title="RGB PSNR (dB)")
+)
