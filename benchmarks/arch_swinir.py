@@ -38,7 +38,9 @@ FIXTURES = {"swinir": ["swinir_tiny", "swinir_light_tiny", "swinir_real_tiny"],
 
 
 def keys_of(preset: str) -> dict:
-    return dict(compose(f"model={preset}").model)
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose(f"model={preset}").model)
 
 
 def torch_module(keys: dict):
