@@ -303,6 +303,7 @@ def evaluate_images(
     lr_files=None,
     rgb: bool | None = None,
     with_niqe: bool = False,
+    metrics=(),
 ) -> dict:
     """Score ``model`` (or only bicubic, with ``model=None``) on image files.
 
@@ -316,6 +317,7 @@ def evaluate_images(
             image itself.
         rgb: report :data:`RGB_METRICS`; None: for an RGB model only.
         with_niqe: report :data:`NIQE_METRICS` (:func:`niqe_cropped`).
+        metrics: names of further metrics of ``sr.metrics.registry`` (:func:`score_image`).
 
     Returns:
         ``{"n": count, "psnr": mean dB, "ssim": mean, "psnr_bicubic": ..., "ssim_bicubic": ...,
@@ -332,13 +334,15 @@ def evaluate_images(
     """
     if rgb is None:
         rgb = model is not None and input_channels(model) == 3
+    for name in metrics:
+        metric_registry.get(name)  # an unknown name refused before any work
     per_image, panels = {}, []
     pairs = ((f, None) for f in files) if lr_files is None else zip(files, lr_files)
     for path, lr_path in pairs:
         name = Path(path).name
         lr = lr_path if lr_path is None or isinstance(lr_path, np.ndarray) else load_image(lr_path)
         item = prepare(load_image(path), scale, name, lr=lr)
-        row, sr_y = score_image(model, item, scale, rgb, with_niqe)
+        row, sr_y = score_image(model, item, scale, rgb, with_niqe, metrics)
         if sr_y is not None and len(panels) < keep:
             panels.append((name, item.bicubic_y, sr_y, item.hr_y))
         per_image[name] = row
