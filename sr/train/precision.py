@@ -18,7 +18,7 @@ the key and the devices the strategy trains on, set before any model is built.
 
 Every model's output layer is float32 (``sr.models.layers.float32_output``), and the losses are
 computed in float32 on float32 images: the steps cast the SR to float32 before the loss
-(:mod:`sr.train.step`, :mod:`sr.train.gan`, :mod:`sr.train.perceptual`). Checkpoints hold
+(:mod:`sr.train.step`, :mod:`sr.train.gan`). Checkpoints hold
 float32 variables under every precision, so a run trained in one precision evaluates, resumes
 and exports in any other. Sources: the Keras mixed-precision guide
 (keras.io/api/mixed_precision/policy); Intel's "Accelerate AI with Intel AMX" (the oneDNN
