@@ -24,6 +24,16 @@ degradation (a batch of one).
     python benchmarks/realesrgan_border.py --crops 32 --keep-sizes --margins 8 16 36 48
     python benchmarks/realesrgan_border.py --crops 32 --margins 8 36 72
 
+The worst case of the reach: ``--first-factor 0.15`` resizes every first stage by exactly 0.15
+(the smallest down factor of ``resize_range``), so that the second blur reaches 10 / 0.15 = 67 HR
+pixels, and the second resize goes to ``H / s`` (its "keep"); the kernels are 21 pixels wide
+(``kernel_sizes=(21,)``, sigma up to 3). The grids stay aligned when every crop side and the
+difference of two margins are multiples of 20 (0.15 x 20 = 3 pixels) and of 4: margins 16, 36,
+56, ... (16 mod 20), reference 196, patch 128:
+
+    python benchmarks/realesrgan_border.py --crops 32 --first-factor 0.15 --patch 128 \
+        --reference 196 --margins 16 36 56 76 96 116 --lr-rings 0 2 4 8 16
+
 prints one row per margin (docs/data.md, "The crop and its margin").
 """
 
@@ -42,7 +52,9 @@ quiet_tensorflow()
 
 import tensorflow as tf  # noqa: E402
 
+import sr.degradations.realesrgan as realesrgan  # noqa: E402
 from sr.core.images import list_images, load_rgb  # noqa: E402
+from sr.degradations import interpolate  # noqa: E402
 from sr.degradations.realesrgan import Params, degrade_batch, image_seed  # noqa: E402
 from sr.degradations.usm import usm_sharp  # noqa: E402
 
@@ -60,6 +72,25 @@ KEEP_SIZES = dataclasses.replace(
 )
 """:data:`FILTERS_ONLY` with both random resizes drawn "keep": the crops' sampling grids then
 stay aligned (the LR is the crop's x4 downscale), and the patches differ at their border only."""
+
+
+def fixed_resizes(first: float):
+    """A stand-in for ``realesrgan.random_resize``: the first stage (``factor_given``) by
+    exactly ``first`` (coordinates mapped by it, as ``interpolate(scale_factor=f)``), the second
+    to ``floor(base)`` (its "keep"); the mode drawn as the real one draws it."""
+
+    def resize(per_batch, images, stage, base, factor_given):
+        mode = per_batch.choice([1 / 3] * 3)
+        if factor_given:
+            size = tf.cast(tf.floor(base * first), tf.int32)
+            return interpolate.resize(images, size, mode, tf.constant(first, tf.float32))
+        return interpolate.resize(images, tf.cast(tf.floor(base), tf.int32), mode)
+
+    return resize
+
+
+WIDEST = dataclasses.replace(FILTERS_ONLY, kernel_sizes=(21,))
+""":data:`FILTERS_ONLY` with every blur kernel 21 pixels wide (the longest reach)."""
 
 
 def no_jpeg(images, quality):
@@ -116,6 +147,9 @@ def measure(args) -> dict[int, dict[str, np.ndarray]]:
     s = args.scale
     lr_ring, hr_ring = ring(args.patch // s), ring(args.patch)
     params = KEEP_SIZES if args.keep_sizes else FILTERS_ONLY
+    if args.first_factor:
+        params = WIDEST
+        realesrgan.random_resize = fixed_resizes(args.first_factor)  # degrade_batch's global
     out = {m: {"lr": np.zeros(lr_ring.max() + 1), "hr": np.zeros(hr_ring.max() + 1)}
            for m in args.margins}  # fmt: skip
     for n, (i, y, x) in enumerate(where):
@@ -136,8 +170,10 @@ def report(rows, args) -> str:
     """The table: PSNR of rings of the patch, by distance to its edge."""
     s, lr_cols, hr_cols = args.scale, args.lr_rings, args.hr_rings
     lines = [
-        f"patch {args.patch} at x{s}, {args.crops} crops of {args.images}, noise and JPEG off; "
-        f"PSNR (dB, RGB) against the same patch cut from a crop of margin {args.reference}, by "
+        f"patch {args.patch} at x{s}, {args.crops} crops of {args.images}, noise and JPEG off"
+        + (f", first resize x{args.first_factor}, 21-pixel kernels; " if args.first_factor
+           else "; ")  # fmt: skip
+        + f"PSNR (dB, RGB) against the same patch cut from a crop of margin {args.reference}, by "
         "distance to the patch's edge (pixels: LR for the LR, HR for the sharpened target); "
         '"rest": every pixel farther in',
         "",
@@ -186,6 +222,13 @@ def main(argv=None) -> int:
         "--keep-sizes",
         action="store_true",
         help="both random resizes kept: aligned grids, border effects alone",
+    )
+    p.add_argument(
+        "--first-factor",
+        type=float,
+        default=None,
+        help="the worst case: the first resize by exactly this factor (0.15), the second to "
+        "H / s, 21-pixel kernels (module docstring: margins that keep the grids aligned)",
     )
     args = p.parse_args(argv)
     print(report(measure(args), args))

@@ -134,6 +134,29 @@ def test_gaussian_noise_has_the_drawn_sigma_per_image_and_grey_noise_is_one_plan
             assert (spread < 1e-4) if gray else (spread > 3)
 
 
+def test_grey_gaussian_noise_is_one_plane_for_the_batch_as_basicsr_draws_it():
+    """BasicSR's ``generate_gaussian_noise_pt`` draws one grey plane ``[H, W]`` for the batch
+    (``torch.randn(*img.size()[2:4])``), scaled by each image's sigma; colour noise is drawn
+    per image. Here images 1 and 3 are grey: they share one plane, which is not the noise of
+    colour images 0 and 2 (correlation ~0); a batch of one keeps its own channel 0 (the draw
+    before issue 46, so the fixed degraded sets made one image at a time are unchanged)."""
+    flat = tf.fill([4, 64, 64, 3], 0.5)
+    sigma = tf.constant([3.0, 6.0, 9.0, 12.0]) / 255
+    gray = tf.constant([False, True, False, True])
+    noise = (R.gaussian_noise(flat, sigma, gray, tf.constant([7, 8])).numpy() - 0.5) * 255
+    unit = noise / np.array([3.0, 6.0, 9.0, 12.0])[:, None, None, None]
+    np.testing.assert_allclose(unit[1], unit[3], atol=1e-4)  # one plane for both grey images
+    np.testing.assert_allclose(unit[1, ..., 0], unit[1, ..., 2], atol=1e-4)
+    for colour in (0, 2):
+        for c in range(3):
+            r = np.corrcoef(unit[colour, ..., c].ravel(), unit[1, ..., 0].ravel())[0, 1]
+            assert abs(r) < 0.1, (colour, c, r)
+    one = R.gaussian_noise(flat[:1], sigma[1:2], gray[1:2], tf.constant([7, 8])).numpy()
+    alone = tf.random.stateless_normal([1, 64, 64, 3], tf.constant([7, 8])).numpy()
+    np.testing.assert_allclose((one[0] - 0.5) * 255 / 6.0, np.repeat(alone[0, ..., :1], 3, -1),
+                               atol=1e-4)  # fmt: skip
+
+
 def test_poisson_noise_is_unbiased_with_variance_image_over_levels():
     """On an image of 256 distinct levels v = 256: noise = Poisson(256 x) / 256 - x, so its mean
     is 0 and its variance E[x] / 256 (BasicSR's ``generate_poisson_noise_pt``); a grey image's

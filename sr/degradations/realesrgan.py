@@ -17,8 +17,9 @@ A training pair of an HR batch ``x`` (float RGB in [0, 1]) at scale ``s``
    isotropic or anisotropic Gaussian, generalized Gaussian, plateau, or with ``sinc_prob`` a 2-D
    sinc; side 7..21), resize by a factor drawn up / down / keep (``resize_prob``,
    ``resize_range``) with area, bilinear or bicubic interpolation, Gaussian noise
-   (``gaussian_noise_prob``) else Poisson noise, grey (one plane for all channels) with
-   ``gray_noise_prob``, JPEG of a quality drawn from ``jpeg_range``;
+   (``gaussian_noise_prob``) else Poisson noise, grey (one plane for all channels; Gaussian:
+   one plane shared by the batch's grey images, as BasicSR) with ``gray_noise_prob``, JPEG of
+   a quality drawn from ``jpeg_range``;
 2. second stage: blur with ``second_blur_prob``, resize to ``(H / s) f`` for a drawn factor f,
    noise with the ``*2`` parameters, and no JPEG;
 3. in random order (one half each): [resize to ``H / s`` + the final sinc filter] then JPEG
@@ -154,11 +155,20 @@ def _bcast(v: tf.Tensor) -> tf.Tensor:
 
 
 def gaussian_noise(images, sigma, gray, seed) -> tf.Tensor:
-    """``images`` + N(0, sigma^2) per image (``sigma`` float32 ``[B]`` on [0, 1]), one noise
-    plane for all channels where ``gray`` (bool ``[B]``), clipped to [0, 1]
-    (``random_add_gaussian_noise_pt``). float32, same shape."""
+    """``images`` + N(0, sigma^2) per image (``sigma`` float32 ``[B]`` on [0, 1]), clipped to
+    [0, 1] (``random_add_gaussian_noise_pt``). float32, same shape.
+
+    Colour noise is drawn per image and channel. The grey images (``gray``, bool ``[B]``) share
+    ONE noise plane ``[H, W]``, each scaled by its own sigma, as BasicSR's
+    ``generate_gaussian_noise_pt`` draws it (``torch.randn(*img.size()[2:4])`` for the whole
+    batch). That plane is channel 0 of the first grey image's own draw: a plane no colour image
+    uses (so it is independent of their noise, as the official separate draw), and for a batch
+    of one the image's own channel 0, as before this matched the official draw (issue 46; the
+    fixed degraded test sets, made one image at a time, are unchanged)."""
     noise = tf.random.stateless_normal(tf.shape(images), seed)  # one draw for the batch
-    noise = tf.where(_bcast(gray), noise[..., :1], noise)  # a grey image: channel 0's plane
+    first_gray = tf.argmax(tf.cast(gray, tf.int32), output_type=tf.int32)  # 0 if none
+    plane = tf.gather(noise, first_gray)[tf.newaxis, ..., :1]  # [1, H, W, 1], shared
+    noise = tf.where(_bcast(gray), plane, noise)
     return tf.clip_by_value(images + noise * _bcast(sigma), 0.0, 1.0)
 
 

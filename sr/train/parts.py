@@ -8,6 +8,7 @@ together is :func:`sr.config.check_adversary`, the one declared beside the schem
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import tensorflow as tf
@@ -172,6 +173,34 @@ def training_part(
             "the GAN stage starts from random generator weights: Real-ESRGAN starts it from an "
             "L1 model (train.init_from=<a run of experiment=cpu20_realesrnet or realesrnet_x4>)"
         )
+    warn_fresh_discriminator(cfg)
     part = AdversarialTraining(cfg, loss, channels, mixed, lr_scale)
     init_discriminator(part.discriminator, cfg)  # discriminator.init_from=FILE
     return part
+
+
+def warn_fresh_discriminator(cfg) -> bool:
+    """Warn (and return True) when a GAN stage starts a random discriminator against a
+    generator that may be GAN-trained: ``train.init_from`` a weights file (a released
+    RealESRGAN_x4plus.pth, say) or a run that had a discriminator, with no
+    ``discriminator.init_from``, not on a resume. Real-ESRGAN's own fine-tune options
+    (``finetune_realesrgan_x4plus.yml``) load both networks; a fresh discriminator fits a
+    generator trained on L1 alone (a RealESRNet run or RealESRNet_x4plus.pth)."""
+    init = cfg.train.get("init_from")
+    if not init or cfg.get("resume") or OmegaConf.select(cfg, "discriminator.init_from"):
+        return False
+    path = Path(str(init))  # a run, or a checkpoint of one (<run>/checkpoints/ckpt-N)
+    saved = [p / ".hydra" / "config.yaml" for p in (path, *path.parents[:2])]
+    saved = [f for f in saved if f.is_file()]
+    if saved and not OmegaConf.select(OmegaConf.load(saved[0]), "discriminator._target_"):
+        return False  # an L1 (or perceptual) run: the official stage 2 starts from one
+    log.warning(
+        "train.init_from=%s with a discriminator of random weights (no discriminator.init_from):"
+        " if that generator was trained with a GAN (RealESRGAN_x4plus.pth, a GAN run), its first"
+        " steps train a fresh discriminator against it and the adversarial loss can pull it"
+        " away; give the discriminator it was trained with (discriminator.init_from="
+        "RealESRGAN_x4plus_netD.pth for the released model), as Real-ESRGAN's fine-tune"
+        " options do",
+        init,
+    )
+    return True
