@@ -28,14 +28,12 @@ class RCANConfig(ModelConfig):
     blocks: int = bounded(20, minimum=1, integer=True)  # RCABs per group (n_resblocks)
     reduction: int = bounded(16, minimum=1, integer=True)  # channel attention's squeeze
     kernel_size: int = bounded(3, minimum=1, integer=True, check=_odd)  # every body conv
-    norm: bool = True  # the DIV2K RGB mean off the input and back on (MeanShift), RGB only
+    norm: bool = True  # the DIV2K mean off the input and back on (MeanShift; Y: its Y)
     rgb_range: float = bounded(255.0, minimum=0, above=True)  # the body sees x * rgb_range
 
 
 def rules(keys: dict, scale: int, channels: int) -> str | None:
     """Why RCAN cannot be built with these keys, or None."""
-    if keys.get("norm", True) and channels != 3:
-        return "model.norm=true subtracts the RGB mean: set model.norm=false for Y (channels 1)"
     if scale & (scale - 1) and scale != 3:
         return f"RCAN's upsampler takes scales 2^n and 3, got data.scale={scale}"
     return None

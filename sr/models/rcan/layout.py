@@ -96,8 +96,12 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
     Raises:
         StateDictError: for a scale other than 4.
     """
-    faults = [] if found.model.get("rgb_range", 255.0) == 255.0 or not found.model.get(
-        "norm", True) else ["model.rgb_range (the reference: 255)"]  # fmt: skip
+    norm = found.model.get("norm", True)
+    faults = []
+    if norm and found.model.get("rgb_range", 255.0) != 255.0:
+        faults.append(f"model.rgb_range={found.model['rgb_range']} (the reference: 255)")
+    if norm and found.channels != 3:
+        faults.append("model.norm=true on Y (the reference's MeanShift is RGB only)")
     pairs.refuse_unwritable(found, faults, "RCAN", "the official RCAN", "Train at x4")
     return pairs.dump(_slots(model, found))
 

@@ -26,6 +26,7 @@ import numpy as np
 from sr.models.layers import PixelShuffle, float32_output
 
 DIV2K_MEAN = (0.4488, 0.4371, 0.4040)  # the reference's rgb_mean (std 1)
+DIV2K_Y_MEAN = (16 + 65.481 * 0.4488 + 128.553 * 0.4371 + 24.966 * 0.4040) / 255  # BT.601: 0.4379
 
 
 def conv(name: str, filters: int, kernel: int, activation=None):
@@ -33,13 +34,14 @@ def conv(name: str, filters: int, kernel: int, activation=None):
     return keras.layers.Conv2D(filters, kernel, padding="same", activation=activation, name=name)
 
 
-def mean_shift(name: str, rgb_range: float, sign: float):
+def mean_shift(name: str, rgb_range: float, sign: float, channels: int):
     """The reference's ``MeanShift``: a frozen 1x1 conv, identity weight, bias ``sign *
-    rgb_range * mean``."""
-    eye = np.eye(3, dtype=np.float32).reshape(1, 1, 3, 3)
-    bias = np.asarray(DIV2K_MEAN, np.float32) * sign * rgb_range
+    rgb_range * mean`` (on Y, which the reference lacks: the DIV2K mean's Y, BT.601)."""
+    eye = np.eye(channels, dtype=np.float32).reshape(1, 1, channels, channels)
+    mean = DIV2K_MEAN if channels == 3 else (DIV2K_Y_MEAN,)
+    bias = np.asarray(mean, np.float32) * sign * rgb_range
     return keras.layers.Conv2D(
-        3, 1, name=name, trainable=False,
+        channels, 1, name=name, trainable=False,
         kernel_initializer=keras.initializers.Constant(eye),
         bias_initializer=keras.initializers.Constant(bias),
     )  # fmt: skip
@@ -69,10 +71,11 @@ def build(cfg, scale: int, channels: int) -> keras.Model:
 
     Args:
         cfg: its keys (``sr.models.rcan.RCANConfig``): ``features``, ``groups``, ``blocks``,
-            ``reduction``, ``kernel_size``, ``norm`` (the DIV2K mean shifts; RGB only),
+            ``reduction``, ``kernel_size``, ``norm`` (the DIV2K mean shifts; on Y its BT.601 Y),
             ``rgb_range`` (the factor inside; 1 without ``norm``, as the reference).
         scale: upscaling factor (2^n or 3).
-        channels: image channels (1 for Y: ``norm`` false).
+        channels: image channels (1 for Y: the official class has no Y mean shift, so a Y
+            model with ``norm`` is not written back: ``sr.models.rcan.layout.dump``).
 
     Returns:
         Keras model, input float ``[B, h, w, C]`` in [0, 1], output float32 ``[B, s h, s w, C]``.
@@ -84,7 +87,7 @@ def build(cfg, scale: int, channels: int) -> keras.Model:
     if rgb_range != 1.0:
         x = keras.layers.Rescaling(rgb_range)(x)
     if cfg.norm:
-        x = mean_shift("sub_mean", rgb_range, -1.0)(x)
+        x = mean_shift("sub_mean", rgb_range, -1.0, channels)(x)
     head = conv("head.0", f, k)(x)
     x = head
     for g in range(cfg.groups):
@@ -98,7 +101,7 @@ def build(cfg, scale: int, channels: int) -> keras.Model:
     x = upsample(x, scale, f, k)
     x = conv("tail.1", channels, k)(x)
     if cfg.norm:
-        x = mean_shift("add_mean", rgb_range, 1.0)(x)
+        x = mean_shift("add_mean", rgb_range, 1.0, channels)(x)
     if rgb_range != 1.0:
         x = keras.layers.Rescaling(1.0 / rgb_range)(x)
     return keras.Model(lr, float32_output(x), name="rcan")

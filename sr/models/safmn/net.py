@@ -21,14 +21,24 @@ from __future__ import annotations
 import keras
 
 from sr.models.layers import PixelShuffle, UpSampling2D, float32_output
+from sr.models.swinir import blocks
 from sr.models.swinir.blocks import CropTo, WindowPad
 
 LEVELS = 4
 
 
+@keras.saving.register_keras_serializable(package="sr")
+class GELU(keras.layers.Layer):
+    """PyTorch's exact ``nn.GELU`` as ``sr.models.swinir.blocks.gelu`` writes it (erf, not the
+    erfc of TensorFlow's own, which tf2onnx cannot convert)."""
+
+    def call(self, x):
+        return blocks.gelu(x)
+
+
 def gelu(x):
-    """PyTorch's exact (erf) ``nn.GELU`` (Keras' ``gelu`` activation is the erf form)."""
-    return keras.layers.Activation("gelu")(x)
+    """:class:`GELU` of ``x`` (a functional-API tensor)."""
+    return GELU()(x)
 
 
 @keras.saving.register_keras_serializable(package="sr")
