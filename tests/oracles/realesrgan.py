@@ -30,7 +30,9 @@ The LR of one HR image ``x`` (float32 RGB in [0, 1], ``H x W``) at scale ``s``:
 Where this differs from the official PyTorch code, and why (inherent to a per-image CPU version):
 
 - per-image draws: the official model draws the resize factors and modes, the noise kind and the
-  final order once per batch (per image: the kernels, noise sigma/scale, grey flag, JPEG quality);
+  final order once per batch (per image: the kernels, noise sigma/scale, grey flag, JPEG quality),
+  and one grey Gaussian noise plane for the batch's grey images (each scaled by its own sigma; the
+  graph does the same), which for one image is its own plane;
 - ``cv2.resize`` maps pixels by the ratio of the sizes (PyTorch's ``interpolate(scale_factor=f)``
   by ``f`` itself: under half a pixel apart at the far edge); OpenCV's bicubic is Keys' cubic with
   a = -0.75 as PyTorch's (the TF graph uses a = -0.5); upscaling by ``INTER_AREA`` weights
