@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from sr.models.dat import blocks
-from sr.models.dat.net import _rpe_biases
+from sr.models.dat.net import rpe_biases
 from sr.models.dat.slots import model_slots
 from sr.models.registry import build_model
 from sr.models.state_dicts import pairs
@@ -126,7 +126,7 @@ def buffers(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
             continue
         s0, s1 = layer.split
         for i, (wh, ww) in enumerate(((s0, s1), (s1, s0))):
-            out[f"{layer.name}.attn.attns.{i}.rpe_biases"] = _rpe_biases(wh, ww)
+            out[f"{layer.name}.attn.attns.{i}.rpe_biases"] = rpe_biases(wh, ww)
             index = blocks.relative_index(wh, ww).astype(np.int64)
             out[f"{layer.name}.attn.attns.{i}.relative_position_index"] = index
         if layer.shift:

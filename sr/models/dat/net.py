@@ -105,7 +105,7 @@ class DATBlock(keras.layers.Layer):
         if self.spatial:
             s0, s1 = self.split
             self.index = [blocks.relative_index(s0, s1), blocks.relative_index(s1, s0)]
-            self.biases = [_rpe_biases(s0, s1), _rpe_biases(s1, s0)]
+            self.biases = [rpe_biases(s0, s1), rpe_biases(s1, s0)]
 
     def _parts(self) -> dict:
         c, hidden = self.dim, int(self.dim * self.expansion)
@@ -295,7 +295,7 @@ class DATBlock(keras.layers.Layer):
         }  # fmt: skip
 
 
-def _rpe_biases(wh: int, ww: int) -> np.ndarray:
+def rpe_biases(wh: int, ww: int) -> np.ndarray:
     """The reference's ``rpe_biases``: float32 ``[(2 wh - 1)(2 ww - 1), 2]``, every relative
     offset (dh, dw), dh outer."""
     grid = np.meshgrid(np.arange(1 - wh, wh), np.arange(1 - ww, ww), indexing="ij")
