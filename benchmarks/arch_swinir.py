@@ -178,7 +178,7 @@ def preset_rows(preset: str, args) -> list[str]:
     theirs = sum(p.numel() for p in module.parameters())
     model = build_model(keys, 4, 3)
     line = (f"{preset}: parameters {model.count_params():,} (Keras) / {ours:,} (layout) / "
-            f"{theirs:,} (PyTorch), {macs_per_output_mp(keys):.0f} G mult-adds per output "
+            f"{theirs:,} (PyTorch), {macs_per_output_mp(keys):.2f} G mult-adds per output "
             "MP")  # fmt: skip
     if args.size256:
         line += f", {ms_256(model, args.repeat):.0f} ms per 256x256 LR (Keras)"
