@@ -49,7 +49,8 @@ Where this differs from the official PyTorch code, and why (``docs/data.md`` lis
 - the degradation runs on training crops with their margin (``degradation.margin``: 8 pixels by
   default, 112-pixel crops at x4; 36 in the paper's recipes), not on 400-pixel crops cut to 256
   afterwards: the default margin leaves the filters' border effects in the patch's outer pixels
-  (``benchmarks/realesrgan_border.py``), 36 keeps them out;
+  (``benchmarks/realesrgan_border.py``), 36 keeps the typical ones out (above 59 dB), not the
+  worst (after a first resize by 0.15: 45.6 dB in the LR's outer 2 pixels; 116 removes it);
 - the training-pair pool (``queue_size``, 180 in the official files) is ``degradation.pool_size``
   (``sr.data.pair_pool``): 0 (none) by default, 180 in the paper's recipes.
 
