@@ -26,13 +26,16 @@ import tensorflow as tf  # noqa: E402
 from sr.models.registry import make_model  # noqa: E402
 
 CANDIDATES = {
-    "edsr_lite": lambda: make_model("edsr", 4, 1, 48, 8, direct_upsample=True, bicubic_skip=True),
+    "edsr_lite": lambda: make_model("edsr", 4, 1, **LITE48),
     "rlfn": lambda: make_model("rlfn", 4, 1, bicubic_skip=True),
-    "rlfn_ntire": lambda: make_model("rlfn", 4, 1, 46, 48, 4, bicubic_skip=True),
-    "span": lambda: make_model("span", 4, 1, 52, bicubic_skip=True),
-    "span32": lambda: make_model("span", 4, 1, 32, bicubic_skip=True),
+    "rlfn_ntire": lambda: make_model("rlfn", 4, 1, **NTIRE),
+    "span": lambda: make_model("span", 4, 1, features=52, bicubic_skip=True),
+    "span32": lambda: make_model("span", 4, 1, features=32, bicubic_skip=True),
 }
 SHAPES = [(8, 24), (2, 48)]  # (batch, LR patch side)
+
+LITE48 = {"features": 48, "blocks": 8, "direct_upsample": True, "bicubic_skip": True}
+NTIRE = {"features": 46, "mid_features": 48, "blocks": 4, "bicubic_skip": True}
 
 
 def step_ms(build, batch: int, side: int, repeat: int) -> float:

@@ -118,9 +118,9 @@ def test_multi_frame_model_starts_as_the_single_frame_model(target_frame, index)
 
 
 def test_bad_model_options_are_refused():
-    with pytest.raises(ValueError, match=r"model.align='flow': use one of global, none"):
+    with pytest.raises(ValueError, match=r"model.align must be one of global, none, got 'flow'"):
         make_model("espcn_mf", frames=3, align="flow")
-    with pytest.raises(ValueError, match=r"model.fusion_init='he': use one of target, glorot"):
+    with pytest.raises(ValueError, match=r"model.fusion_init must be one of target, glorot"):
         make_model("espcn_mf", frames=3, fusion_init="he")
     with pytest.raises(ValueError, match=r"data.target_frame=5 is not a frame of the window"):
         make_model("espcn_mf", frames=3, target_frame=5)

@@ -54,7 +54,9 @@ def test_one_step_of_realesrgan_records_the_saved_terms(compose, stage):
     from the saved tiny models: the step's loss and every recorded term within 1e-6."""
     loss = preset(compose, "realesrgan", *(() if stage == "gan_step" else ("~loss.terms.gan",)))
     batch = SharpenedBatch(
-        lq=tf.constant(SAVED["lq"]), gt_usm=tf.constant(SAVED["gt_usm"]), gt=tf.constant(SAVED["hr"])
+        lq=tf.constant(SAVED["lq"]),
+        gt_usm=tf.constant(SAVED["gt_usm"]),
+        gt=tf.constant(SAVED["hr"]),
     )
     g, d = tiny_models()
     g_opt = keras.optimizers.Adam(1e-3)

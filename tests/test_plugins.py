@@ -53,9 +53,8 @@ def test_a_plugin_model_trains_evaluates_upscales_and_exports(folders, tmp_path)
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "fsrcnn.py").write_text(documented_module())
-    env = dict(
-        os.environ, PYTHONPATH=f"{tmp_path / 'plugins'}{os.pathsep}{ROOT}", TF_CPP_MIN_LOG_LEVEL="2"
-    )
+    path = f"{tmp_path / 'plugins'}{os.pathsep}{ROOT}"
+    env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
     run_dir = tmp_path / "run"
     train = [
         sys.executable, "train.py", "plugins=[my_models.fsrcnn]", "model=fsrcnn", "model.m=1",

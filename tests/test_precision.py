@@ -126,7 +126,8 @@ def test_the_old_key_is_refused_before_any_work_naming_the_new_one(monkeypatch, 
 def tiny_edsr(policy_name: str, weights=None) -> keras.Model:
     keras.mixed_precision.set_global_policy(policy_name)
     keras.utils.set_random_seed(0)
-    model = make_model("edsr", 2, 1, 16, 2, direct_upsample=True, bicubic_skip=True)
+    keys = {"features": 16, "blocks": 2, "direct_upsample": True, "bicubic_skip": True}
+    model = make_model("edsr", 2, 1, **keys)
     if weights is not None:
         model.set_weights(weights)
     return model
@@ -187,7 +188,7 @@ def test_a_bfloat16_step_computes_the_float32_step_in_bfloat16(policy, xla):
 def gan_parts(policy_name: str, weights=None):
     keras.mixed_precision.set_global_policy(policy_name)
     keras.utils.set_random_seed(2)
-    g = make_model("edsr", 2, 3, 8, 1, direct_upsample=True, bicubic_skip=True)
+    g = make_model("edsr", 2, 3, features=8, blocks=1, direct_upsample=True, bicubic_skip=True)
     d = build_unet_discriminator(3, features=4)
     vgg = build_torch_vgg_features(channels=(4,) * 16)
     if weights is not None:

@@ -12,10 +12,10 @@ import pytest
 import tensorflow as tf
 
 from sr.core.batch import Batch
+from sr.losses import Loss
 from sr.models.discriminator import build_unet_discriminator
 from sr.models.spectral_norm import SpectralNorm
 from sr.train.gan import GANStep
-from sr.losses import Loss
 
 
 def normalize(x):
