@@ -49,8 +49,9 @@ def batch_norm(name: str):
 
 
 def gelu(x):
-    """PyTorch's ``nn.GELU()`` (the erf form)."""
-    return keras.activations.gelu(x, approximate=False)
+    """PyTorch's ``nn.GELU()`` (the erf form), written with ``erf``: TensorFlow's exact GELU
+    computes ``erfc``, which tf2onnx cannot convert."""
+    return 0.5 * x * (1.0 + tf.math.erf(x * 0.7071067811865476))
 
 
 def rolled(x, dh: int, dw: int):
