@@ -134,15 +134,16 @@ def model_flops(model, h: int, w: int) -> dict:
 
 
 def build_model(name: str, scale: int = 4):
-    """The model ``name`` of ``MODEL_CONF``, built from ``conf/model/<yaml>`` as train.py does
-    (``hydra.utils.instantiate``), with the overrides of the table."""
-    import hydra
+    """The model ``name`` of ``MODEL_CONF``: its ``conf/model`` preset composed as train.py does,
+    with the overrides of the table, built by the registry (``sr.models.registry``), on Y."""
     from omegaconf import OmegaConf
 
+    from sr.config import compose
+    from sr.models.registry import build_model as build
+
     yaml, overrides = MODEL_CONF[name]
-    cfg = OmegaConf.load(ROOT / "conf" / "model" / f"{yaml}.yaml")
-    cfg.pop("defaults", None)  # the schema it extends (sr.models.schemas), not a builder argument
-    return hydra.utils.instantiate(cfg, scale=scale, **overrides)
+    keys = {**OmegaConf.to_container(compose(f"model={yaml}").model, resolve=True), **overrides}
+    return build(keys, scale, 1)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -455,7 +455,11 @@ class _Frame:
 def _means(rows) -> dict:
     result, rows = {}, list(rows)
     known = (*METRICS, *RGB_METRICS, *NIQE_METRICS)
-    for key in (*known, *dict.fromkeys(k for r in rows for k in r if k not in known)):
+    metrics = set(metric_registry.names())  # a user's metrics: their keys and bicubic's
+    extra = (
+        k for r in rows for k in r if k not in known and k.removesuffix("_bicubic") in metrics
+    )
+    for key in (*known, *dict.fromkeys(extra)):
         values = [r[key] for r in rows if key in r]
         if values:
             result[key] = float(np.mean(values))

@@ -150,8 +150,8 @@ def test_a_hostile_value_of_any_key_is_refused_naming_it_and_nothing_is_written(
         ),
         (
             ("model=foo",),
-            "model=foo: the model group has no option 'foo'; choose one of compact, edsr, "
-            "edsr_baseline, edsr_lite, espcn, espcn_mf, rlfn, rrdbnet, span (conf/model/)",
+            "model=foo: the model group has no option 'foo'; choose one of "
+            f"{', '.join(group_choices('model'))} (conf/model/)",
         ),
         (
             ("data=foo",),

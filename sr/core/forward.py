@@ -21,7 +21,8 @@ def forward(model):
     layer's output until the call returns, so an eager call keeps all activations at once.
     A residual-in-residual network of 4 blocks of 64 features on one 256 x 256 LR image peaks at
     6.1 GB eagerly and 1.8 GB as a graph, where TensorFlow frees each tensor after its last
-    consumer; RealESRGAN_x4plus (23 blocks) eagerly needs over 24 GB (``tests/test_evaluation_forward.py``
+    consumer; RealESRGAN_x4plus (23 blocks) eagerly needs over 24 GB
+    (``tests/test_evaluation_forward.py``
     pins that the graph is used). A model that is no Keras model (an export's runner) is
     returned as it is.
 

@@ -44,7 +44,8 @@ def macs_per_output_megapixel(model: keras.Model, scale: int, size: int = 64) ->
 
     Measured on an LR input of ``size`` x ``size`` pixels (the output is ``scale * size`` on each
     side): each convolution costs its kernel's multiply-adds (kh kw C_in C_out / groups) at each
-    of its output pixels, so convolutions at reduced resolution (an attention's strided convs) cost less.
+    of its output pixels, so convolutions at reduced resolution (an attention's strided convs)
+    cost less.
     Element-wise operations, pooling, resizing and the pixel shuffle are not counted, as in the
     papers' FLOP tables (which count a multiply-add as one, often called FLOPs there).
 

@@ -28,6 +28,7 @@ class DATConfig(ModelConfig):
     embed_dim: int = bounded(180, minimum=32, integer=True)  # channels of the Transformer
     depths: list[int] = bounded([6, 6, 6, 6, 6, 6], minimum=1, integer=True)  # blocks per group
     heads: list[int] = bounded([6, 6, 6, 6, 6, 6], minimum=2, integer=True)  # heads per group
+    # the rectangle windows' sides (short, long) of the spatial attention
     split: list[int] = bounded([8, 32], minimum=1, integer=True, length=2, check=_split)
     expansion: float = bounded(4.0, minimum=0, above=True)  # feed-forward hidden / embed_dim
     qkv_bias: bool = True  # the q, k, v projection has a bias

@@ -14,7 +14,8 @@ image channels (``conv_first`` in, ``conv_last`` out) and scale (x4: two upsampl
 as many input channels as output; BasicSR's x2 and x1 pixel-unshuffle the input, giving 4 or 16
 times as many). Only x4 is read. The project's builder is
 :func:`sr.models.rrdbnet.net.build_rrdbnet`, whose convolutions carry the same names (``.``
-written ``_``). A model is written back in BasicSR's layout, which BasicSR's class loads with ``strict=True`` and spandrel reads.
+written ``_``). A model is written back in BasicSR's layout, which BasicSR's class loads with
+``strict=True`` and spandrel reads.
 """
 
 from __future__ import annotations

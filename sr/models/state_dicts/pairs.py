@@ -1,5 +1,6 @@
 """The pairing of a Keras model's variables with a state dict's keys, shared by the layouts of
-architectures of plain convolutions (``span``, ``edsr_baseline``, ...): each layout lists its slots (a key, the variable it
+architectures of plain convolutions (``span``, ``edsr_baseline``, ...): each layout lists its
+slots (a key, the variable it
 sets, the conversions both ways; :func:`conv_slots` for a model's plain convs), and this
 module checks a state dict against them before anything is set, loads and dumps, and refuses
 to dump a model the reference network would compute other pixels with
