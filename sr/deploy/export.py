@@ -154,12 +154,12 @@ def to_tflite(model: keras.Model, path: Path, calibration=None) -> None:
 
     Height and width are left to the runtime so that an image side shorter than the export's
     window runs at its own size, padded with zeros at its edge by every convolution as in Keras
-    (a graph converted at a fixed size folds sizes in: RLFN's attention resizes to a constant).
+    (a graph converted at a fixed size folds sizes in: an attention's resize to the input's size becomes a constant).
 
     The SavedModel the converter reads is exported with a batch of 1, so that no batch is left
     to compute at run time: with the dynamic batch ``Model.export`` writes
     otherwise, a reshape to a size computed at run time (Keras's nearest ``UpSampling2D``, a
-    ``tf.repeat``, as RRDBNet's upsampler was before ``sr.models.layers.UpSampling2D`` made it
+    ``tf.repeat``, as a nearest x2 upsampler was before ``sr.models.layers.UpSampling2D`` made it
     ``depth_to_space``) left the converter a tensor of unknown batch and height, whose 3x3 conv
     could not become LiteRT's ``CONV_2D`` (``ConverterError: 'tf.Conv2D' op is neither a custom
     op nor a flex op``)."""
