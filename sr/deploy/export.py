@@ -154,7 +154,7 @@ def to_tflite(model: keras.Model, path: Path, calibration=None) -> None:
 
     Height and width are left to the runtime so that an image side shorter than the export's
     window runs at its own size, padded with zeros at its edge by every convolution as in Keras
-    (a graph converted at a fixed size folds sizes in: an attention's resize to the input's size becomes a constant).
+    (a graph converted at a fixed size folds sizes in: a resize to the input's size).
 
     The SavedModel the converter reads is exported with a batch of 1, so that no batch is left
     to compute at run time: with the dynamic batch ``Model.export`` writes
