@@ -52,7 +52,7 @@ def tflite_runner(path, threads: int, fix: str, window: tuple[int, ...]):
     ``[1, -1, -1, C]``; older exports were converted at ``[1, S, S, C]`` and are resized too,
     which works where no size was folded into the graph). A side shorter than S runs at its own
     size, so the convolutions pad with zeros at the image's edge as Keras does; mirroring it to S,
-    as before, changed the rows near that edge (up to 195 levels for a trained x4 network, issue 46).
+    as before, changed the rows near that edge (up to 195 levels for a trained model, issue 46).
 
     Raises:
         RunFileError: if the file is missing, damaged, or cannot run at the shape asked.
