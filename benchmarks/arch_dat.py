@@ -150,12 +150,16 @@ def main(argv=None) -> int:
     import torch
 
     presets = args.presets.split(",") if args.presets else PRESETS[args.arch]
-    print(f"CPU: {cpu()}; TF threads {tf.config.threading.get_intra_op_parallelism_threads()}"
-          f" (0: all), torch threads {torch.get_num_threads()}; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"CPU: {cpu()}; TF threads {tf.config.threading.get_intra_op_parallelism_threads()}"
+        f" (0: all), torch threads {torch.get_num_threads()}; load {os.getloadavg()[0]:.1f}"
+    )
     for name, err in fixture_errors(args.arch).items():
         print(f"{name}: max |Keras - PyTorch| = {err:.1e}")
-    print(f"\ntraining step, batch {args.batch} of {args.patch}x{args.patch} LR, median of "
-          f"{args.repeat}:\n")
+    print(
+        f"\ntraining step, batch {args.batch} of {args.patch}x{args.patch} LR, median of "
+        f"{args.repeat}:\n"
+    )
     print("| preset | parameters (ours / PyTorch) | Keras ms | PyTorch ms | PyTorch / ours |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for preset in presets:

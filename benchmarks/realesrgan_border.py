@@ -171,8 +171,11 @@ def report(rows, args) -> str:
     s, lr_cols, hr_cols = args.scale, args.lr_rings, args.hr_rings
     lines = [
         f"patch {args.patch} at x{s}, {args.crops} crops of {args.images}, noise and JPEG off"
-        + (f", first resize x{args.first_factor}, 21-pixel kernels; " if args.first_factor
-           else "; ")  # fmt: skip
+        + (
+            f", first resize x{args.first_factor}, 21-pixel kernels; "
+            if args.first_factor
+            else "; "
+        )  # fmt: skip
         + f"PSNR (dB, RGB) against the same patch cut from a crop of margin {args.reference}, by "
         "distance to the patch's edge (pixels: LR for the LR, HR for the sharpened target); "
         '"rest": every pixel farther in',

@@ -202,8 +202,11 @@ def test_missing_extra_and_misshapen_keys_are_named():
     state["norm.bias"] = np.zeros(5, np.float32)
     with pytest.raises(StateDictError) as e:
         dat.load(model, state, found)
-    for text in ("1 missing: layers.0.blocks.1.attn.temperature",
-                 "1 extra: layers.0.blocks.0.attn.extra", "norm.bias (5,) (expected (32,))"):
+    for text in (
+        "1 missing: layers.0.blocks.1.attn.temperature",
+        "1 extra: layers.0.blocks.0.attn.extra",
+        "norm.bias (5,) (expected (32,))",
+    ):
         assert text in str(e.value)  # fmt: skip
     assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.weights[:3]))
 

@@ -80,5 +80,3 @@ def test_live_dump_loads_strictly_in_the_official_class(tmp_path):
               "compress_ratio": 3, "squeeze_factor": 4, "mlp_ratio": 2.0, "num_feat": 8,
               "img_size": 16}  # fmt: skip
     check_live(hat, "hat_tiny", "hat", kwargs, tmp_path)
-
-

@@ -94,9 +94,10 @@ def test_export_refuses_a_model_without_a_pytorch_layout(tmp_path, compose, caps
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_exports_of_a_weight_file_match_pytorch(tmp_path, fmt, capsys):
     """The TFLite and ONNX networks of the imported file against PyTorch's own output for the
-    fixture's square input: >= 45 dB PSNR. ONNX through export.py; TFLite converted at the
-    input's 16 x 16 by sr.deploy.export.to_tflite, one window (export.py's windows need a side
-    beyond twice the receptive field, 74 here: a larger fixture than is kept)."""
+    fixture's square input: >= 45 dB PSNR. ONNX through export.py; TFLite converted by
+    sr.deploy.export.to_tflite (any height and width) and run on the 16 x 16 input, one window
+    (export.py's windows need a side beyond twice the receptive field, 74 here: a larger fixture
+    than is kept)."""
     for module in ("onnxruntime", "ai_edge_litert", "tf2onnx"):
         pytest.importorskip(module)
     from sr.deploy import Exported, psnr_float
@@ -107,7 +108,7 @@ def test_exports_of_a_weight_file_match_pytorch(tmp_path, fmt, capsys):
         assert export.main([str(RRDBNET), str(folder), "--format", "onnx"]) == 0
     else:
         folder.mkdir()
-        to_tflite(load_weights(RRDBNET).model, folder / "model.tflite", 16)
+        to_tflite(load_weights(RRDBNET).model, folder / "model.tflite")
         record = {"format": "tflite", "file": "model.tflite", "scale": 4, "channels": 3,
                   "size": 16, "overlap": 0}  # fmt: skip
     ref = np.load(FIXTURES / "rrdbnet.npz")

@@ -38,6 +38,7 @@ def non_local(cfg) -> bool:
     their tiles are measured in their own tests (tests/test_efficient_models.py)."""
     return not registry.spec_of(cfg.model).local
 
+
 # deep models whose receptive field (hundreds of LR pixels: RRDBNet's 23 blocks of 15 convs) makes
 # the gradient and tiling checks below cost minutes: those run on a shallower copy, whose field
 # the same walk of the same layers bounds

@@ -182,8 +182,8 @@ def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(trained,
     code, out = outs["another_model"]
     assert code == 2, out
     assert f"resume={trained}: a resume continues the run as it was defined" in out
-    assert "model._target_: 'sr.models.build_espcn' -> 'sr.models.build_edsr'" in out
-    assert "model.blocks" not in out  # the builder's keys: another option's
+    assert "model.arch: 'espcn' -> 'edsr'" in out
+    assert "model.blocks" not in out  # the keys of the other architecture: its own business
     assert f"train.init_from={trained}" in out
     assert "parameters" not in out  # refused before any model was built
     assert snapshot(trained) == before  # nothing written: config, logs, lock all unchanged

@@ -17,7 +17,6 @@ from sr.core.target_frame import TARGETS, target_index  # noqa: F401  (sequences
 log = logging.getLogger(__name__)
 
 
-
 def natural_key(name: str) -> tuple:
     """Sort key of natural order: digit runs compare as numbers (``frame2`` < ``frame10``)."""
     parts = re.split(r"(\d+)", name)  # str, digits, str, ...: ints and strs never compared

@@ -113,8 +113,6 @@ def model_label(model: keras.Model) -> str:
     return f"{model.name}+ema" if getattr(model, "sr_weights", "live") == "ema" else model.name
 
 
-
-
 def file_config(found: Found, path) -> DictConfig:
     """The config of a model read from a weight file: ``model``, ``data.scale``,
     ``data.channels`` (``rgb`` for 3 channels, ``y`` for 1) and ``weights_file``."""

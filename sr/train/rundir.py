@@ -60,12 +60,13 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from sr.core.errors import RunDirError
+from sr.core.errors import ConfigError, RunDirError
 from sr.core.lock import FileLock, LockBusy
 from sr.core.runfiles import check_checkpoint, latest_checkpoint, load_run_config
 from sr.core.weightfiles import is_weight_file
 from sr.loading.checkpoints import CHECKPOINT_DIR, find_checkpoint, read_best
 from sr.losses.legacy import comparable
+from sr.models.registry import spec_of
 from sr.train.init_from import check_resume_init_from, init_from_choice, init_from_fix
 from sr.train.pretrained import check_init_file
 
@@ -196,7 +197,13 @@ def _leaves(cfg: DictConfig, key: str) -> dict[str, Any]:
             node = OmegaConf.to_container(node, resolve=True)
         except Exception:  # an interpolation that does not resolve here: compare as written
             node = OmegaConf.to_container(node, resolve=False)
-    return _flat(node, key)
+    leaves = _flat(node, key)
+    if key == "model" and f"{key}._target_" in leaves and f"{key}.arch" not in leaves:
+        try:  # a run saved before the registry: its builder's name becomes its architecture
+            leaves[f"{key}.arch"] = spec_of({"_target_": leaves.pop(f"{key}._target_")}).name
+        except ConfigError:
+            pass  # a builder no longer registered: compared as written
+    return leaves
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:
@@ -213,7 +220,7 @@ def config_differences(
 ) -> dict[str, tuple[Any, Any]]:
     """The leaves of ``keys`` whose values differ between a run's ``saved`` config and ``cfg``:
     ``{key: (run's value, new value)}``, :data:`ABSENT` for a key on one side only; of a group
-    whose option (``_target_``) differs, only ``<group>._target_``. A key the
+    whose option (``_target_``, or the model's ``arch``) differs, only that key. A key the
     saved config lacks (a run saved before it existed) has its :data:`RUN_KEY_DEFAULTS` value,
     and a whole group it lacks (``loss``, ``optimizer``) is not compared."""
     differ = {}
@@ -228,8 +235,9 @@ def config_differences(
                 old = RUN_KEY_DEFAULTS.get(leaf, ABSENT)
             if old != new.get(leaf, ABSENT):
                 found[leaf] = (old, new.get(leaf, ABSENT))
-        target = f"{key}._target_"  # another option of the group: its keys are another's too
-        differ.update({target: found[target]} if target in found else found)
+        option = [f"{key}.{name}" for name in ("_target_", "arch") if f"{key}.{name}" in found]
+        # another option of the group (another class, another architecture): its keys differ too
+        differ.update({option[0]: found[option[0]]} if option else found)
     return differ
 
 

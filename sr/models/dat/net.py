@@ -146,8 +146,16 @@ class DATBlock(keras.layers.Layer):
         c, hidden = self.dim, int(self.dim * self.expansion)
         p = self.parts
         image = (None, None, None)
-        for key in ("norm1", "norm2", "attn.qkv", "attn.dwconv.0", "attn.dwconv.1",
-                    "attn.channel_interaction.1", "attn.spatial_interaction.0", "ffn.fc1"):
+        for key in (
+            "norm1",
+            "norm2",
+            "attn.qkv",
+            "attn.dwconv.0",
+            "attn.dwconv.1",
+            "attn.channel_interaction.1",
+            "attn.spatial_interaction.0",
+            "ffn.fc1",
+        ):
             p[key].build(image + (c,))  # fmt: skip
         p["attn.proj"].build(image + (c,))
         p["attn.channel_interaction.2"].build(image + (c // 8,))

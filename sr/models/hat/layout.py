@@ -66,10 +66,12 @@ def _block(m: dict, heads: int) -> dict:
     shapes = swin.block_shapes({**m, "window": m["window"]}, heads)
     del shapes["attn.relative_position_index"]
     conv = {}
-    for key, out, c_in, k in ((f"{c}.0", dim // m["compress_ratio"], dim, 3),
-                              (f"{c}.2", dim, dim // m["compress_ratio"], 3),
-                              (f"{c}.3.attention.1", dim // m["squeeze_factor"], dim, 1),
-                              (f"{c}.3.attention.3", dim, dim // m["squeeze_factor"], 1)):
+    for key, out, c_in, k in (
+        (f"{c}.0", dim // m["compress_ratio"], dim, 3),
+        (f"{c}.2", dim, dim // m["compress_ratio"], 3),
+        (f"{c}.3.attention.1", dim // m["squeeze_factor"], dim, 1),
+        (f"{c}.3.attention.3", dim, dim // m["squeeze_factor"], 1),
+    ):
         conv |= {f"{key}.weight": (out, c_in, k, k), f"{key}.bias": (out,)}  # fmt: skip
     items = list(shapes.items())
     at = [k for k, _ in items].index("norm2.weight")

@@ -110,4 +110,3 @@ def expected_parameters(keys: dict, channels: int = 3, scale: int = SCALE) -> in
     head = 9 * channels * f + b * f + 9 * f * f + b * f
     up = 9 * f * channels * scale * scale + b * channels * scale * scale
     return cfg["groups"] * group + head + up
-

@@ -120,7 +120,8 @@ def check_layers(state: State) -> None:
     edited or damaged tensor is named as such, not read as another model (issue 46: a
     ``conv_last.weight`` of 4 output channels beside its bias of 3 was named as a model of
     another channel count, "with 3 input and 4 output channels"). A tensor that disagrees with
-    the layers around it (a conv's input channels) is named with both shapes by :func:`check_keys` once the model is known.
+    the layers around it (a conv's input channels) is named with both shapes by
+    :func:`check_keys` once the model is known.
 
     Raises:
         StateDictError: naming each such layer's two tensors and their shapes (the first

@@ -108,6 +108,7 @@ def shift_mask(height, width, size: int, shift: int):
 
 def shift_mask_np(height: int, width: int, size: int, shift: int) -> np.ndarray:
     """:func:`shift_mask` in NumPy (the reference's ``attn_mask`` buffer), float32."""
+
     def ids(n):
         pos = np.arange(n)
         return (pos >= n - size).astype(int) + (pos >= n - shift).astype(int)

@@ -30,8 +30,12 @@ kind = "generator"
 
 BLOCK = "layers.0.residual_group.blocks.0"
 KEYS = (f"{BLOCK}.norm1.weight", f"{BLOCK}.mlp.fc1.bias", f"{BLOCK}.attn.relative_position_index")
-BUFFERS = ("relative_position_index", "attn_mask", "relative_position_index_SA",
-           "relative_position_index_OCA")  # HAT's last two
+BUFFERS = (
+    "relative_position_index",
+    "attn_mask",
+    "relative_position_index_SA",
+    "relative_position_index_OCA",
+)  # HAT's last two
 FEAT = 64  # the reference's num_feat of its pixelshuffle and nearest+conv upsamplers
 SCALE = 4
 
@@ -319,9 +323,10 @@ def dump(model: keras.Model, found: Found) -> dict[str, np.ndarray]:
     """
     m = found.model
     want = 255.0 if m["window"] == 7 else 1.0
-    faults = [] if m.get("img_range", 1.0) == want else [
-        f"model.img_range={m.get('img_range')} (spandrel reads {want:g} for window {m['window']})"
-    ]
+    faults = []
+    if m.get("img_range", 1.0) != want:
+        read = f"spandrel reads {want:g} for window {m['window']}"
+        faults.append(f"model.img_range={m.get('img_range')} ({read})")
     pairs.refuse_unwritable(found, faults, "SwinIR", "the official one",
                             f"Train an x4 model with model.img_range={want:g}")  # fmt: skip
     shapes = shapes_of(found.model, found.channels, found.scale)
