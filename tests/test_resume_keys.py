@@ -55,7 +55,7 @@ def _refused(compose, run_dir, *overrides) -> str:
         (("++loss.terms.l1.weight=2",), ["loss.terms.l1.weight: 1.0 -> 2. Resume"]),
         (
             ("model=edsr_lite",),
-            ["model.arch: 'espcn' -> 'edsr'; ", "model.blocks: '<absent>' -> 8; "],
+            ["model.arch: 'espcn' -> 'edsr'. Resume"],  # another architecture: not its keys
         ),
         (
             ("optimizer=adamw",),
@@ -99,6 +99,11 @@ def test_a_run_saved_before_a_key_existed_compares_as_its_default(compose):
     old.discriminator.pop("explode_loss")
     old.discriminator.pop("init_from")
     assert config_differences(old, new) == {}  # Y, bicubic, and no loss or optimizer to compare
+    old.model["_target_"] = "sr.models.build_espcn"  # a run saved before the model registry
+    old.model.pop("arch")
+    assert config_differences(old, new) == {}
+    old.model["_target_"] = "sr.models.build_edsr"
+    assert config_differences(old, new) == {"model.arch": ("edsr", new.model.arch)}
     assert set(RUN_KEYS) >= {"model", "data.scale", "data.channels", "degradation", "loss"}
 
 

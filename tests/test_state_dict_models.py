@@ -267,7 +267,7 @@ def _deployed(model, x: np.ndarray):
 
 def _tflite_output(model, x: np.ndarray, path) -> np.ndarray:
     to_tflite(_deployed(model, x), path)
-    interpreter = open_tflite(path, 1, "-")
+    interpreter = open_tflite(path, 1, "-", x.shape)
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
     interpreter.invoke()
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])

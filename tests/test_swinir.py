@@ -200,41 +200,57 @@ def test_upscale_py_gives_pytorchs_pixels(tmp_path):
     assert np.abs(got - np.clip(want[0], 0, 1) * 255).max() <= 1.0
 
 
-def exported_outputs(model, x: np.ndarray, tmp_path) -> dict[str, np.ndarray]:
-    """The TFLite and ONNX exports' outputs on ``x`` (sr.deploy's converters and runtimes)."""
-    import onnxruntime as ort
-
+def exported_outputs(model, x: np.ndarray, tmp_path, formats=("tflite", "onnx")):
+    """``{format: output on x}`` of the TFLite and ONNX exports in ``formats`` (sr.deploy's
+    converters and runtimes)."""
     from sr.deploy import to_onnx
     from sr.deploy.export import to_tflite
     from sr.deploy.runtimes import open_onnx, open_tflite
 
     model(x, training=False)
-    to_tflite(model, tmp_path / "model.tflite")
-    interpreter = open_tflite(tmp_path / "model.tflite", 1, "-", x.shape)
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    tflite = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-    to_onnx(model, tmp_path / "model.onnx")
-    session = open_onnx(tmp_path / "model.onnx", ort.SessionOptions(), "-")
-    return {"tflite": tflite, "onnx": session.run(None, {session.get_inputs()[0].name: x})[0]}
+    out = {}
+    if "tflite" in formats:
+        to_tflite(model, tmp_path / "model.tflite")
+        interpreter = open_tflite(tmp_path / "model.tflite", 1, "-", x.shape)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        out["tflite"] = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    if "onnx" in formats:
+        import onnxruntime as ort
+
+        to_onnx(model, tmp_path / "model.onnx")
+        session = open_onnx(tmp_path / "model.onnx", ort.SessionOptions(), "-")
+        out["onnx"] = session.run(None, {session.get_inputs()[0].name: x})[0]
+    return out
 
 
-def check_exports(layout, name: str, tmp_path) -> None:
+def check_exports(layout, name: str, tmp_path, formats=("tflite", "onnx")) -> None:
+    """The exports in ``formats`` of the imported fixture ``name`` reach 45 dB against PyTorch.
+
+    ONNX (tf2onnx of the same Keras graph that TFLite converts) is checked for SwinIR's window
+    attention and OmniSR's; the other attention networks are built of the same ops and check
+    TFLite alone, which keeps each export test at one conversion (20-60 s on a 2-core EPYC).
+    """
     pytest.importorskip("ai_edge_litert")
-    pytest.importorskip("onnxruntime")
+    if "onnx" in formats:
+        pytest.importorskip("onnxruntime")
     from sr.deploy import psnr_float
 
     _, model = imported(layout, name)
     _, x, want = fixture(name)
-    for fmt, got in exported_outputs(model, x, tmp_path).items():
+    for fmt, got in exported_outputs(model, x, tmp_path, formats).items():
         print(f"{name} {fmt}: {psnr_float(got, want):.1f} dB against PyTorch")
         assert psnr_float(got, want) >= 45, fmt
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["swinir_tiny", "swinir_real_tiny"])
-def test_tflite_and_onnx_exports_reach_45_db_against_pytorch(name, tmp_path):
-    check_exports(swinir, name, tmp_path)
+def test_tflite_and_onnx_exports_reach_45_db_against_pytorch(tmp_path):
+    check_exports(swinir, "swinir_tiny", tmp_path)
+
+
+@pytest.mark.slow
+def test_tflite_export_of_the_real_world_upsampler_reaches_45_db_against_pytorch(tmp_path):
+    check_exports(swinir, "swinir_real_tiny", tmp_path, ("tflite",))
 
 
 @pytest.mark.torch
