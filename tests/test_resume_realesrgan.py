@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import subprocess
 import sys
 import time
 
@@ -156,17 +155,21 @@ def test_a_realesrgan_gan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_pa
     def command(run_dir, *extra):
         return [sys.executable, str(ROOT / "train.py"), *args, *extra, f"hydra.run.dir={run_dir}"]
 
-    reference = run_here(command(tmp_path / "ref"))  # in this process: it adds nothing
     kill, marker = tmp_path / "kill", tmp_path / "paused"
     cmd = command(kill)
     cmd[1:2] = [str(ROOT / "tests" / "pausing_train.py"), "--after", str(marker)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=ENV)  # fmt: skip
+    # the run to be killed starts first (its output to a file: nobody reads it meanwhile), so
+    # that its start-up overlaps the reference's, run in this process (it adds nothing)
+    proc, log = started(cmd, ENV)
+    reference = run_here(command(tmp_path / "ref"))
     deadline = time.time() + 600
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     proc.kill()
-    out, _ = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    log.seek(0)
+    out = log.read()
+    log.close()
     assert marker.exists() and proc.returncode == -signal.SIGKILL, out
     out = finished(started(command(kill, f"resume={kill}"), ENV))
     assert f"resumed from {kill / 'checkpoints' / 'ckpt-3'} at step 3" in out, out

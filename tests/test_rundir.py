@@ -189,7 +189,7 @@ def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(trained,
     assert snapshot(trained) == before  # nothing written: config, logs, lock all unchanged
     assert config.read_bytes() == before[".hydra/config.yaml"]
     model, cfg, step = load_model_from_run(trained)  # what scripts/evaluate.py loads
-    assert step == 2 and cfg.model._target_ == "sr.models.build_espcn"
+    assert step == 2 and cfg.model.arch == "espcn"
 
 
 @pytest.mark.slow
