@@ -95,6 +95,7 @@ def float32_atol(reference: np.ndarray, terms: int) -> float:
     return terms * np.finfo(np.float32).eps * float(np.abs(reference).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target_frame, index", [("last", 2), ("center", 1), (0, 0)])
 def test_multi_frame_model_starts_as_the_single_frame_model(target_frame, index):
     """fusion_init=target: same seed, same weights, so the 3-frame model's output is the
@@ -126,6 +127,7 @@ def test_bad_model_options_are_refused():
         make_model("espcn_mf", frames=3, target_frame=5)
 
 
+@pytest.mark.slow
 def test_aligned_model_trains_under_xla_and_keeps_float32_alignment_in_mixed_precision():
     """The GPU paths: the train step's forward and backward pass compile with XLA (FFTs, arg
     max and gathers included) and give the eager values; under mixed_float16 the alignment

@@ -136,6 +136,7 @@ ODD_BUT_VALID = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(ODD_BUT_VALID))
 def test_odd_but_valid_images_train_by_content(tmp_path, kind):
     make, _ = ODD_BUT_VALID[kind]

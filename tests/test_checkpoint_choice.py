@@ -147,6 +147,7 @@ def test_upscale_uses_and_names_the_checkpoint(runs, image, tmp_path, capsys):
     assert not np.array_equal(best, last)
 
 
+@pytest.mark.slow
 def test_export_uses_and_names_the_checkpoint(runs, image, tmp_path, capsys):
     with_best, _, cfg, weights = runs
     lr = read_image(image)

@@ -291,6 +291,7 @@ def test_a_model_of_other_hyperparameters_is_refused_before_any_weight_is_set(fi
         layout.load(make_model("compact", 4, 3, features=8, convs=1), state, found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_exports_of_the_imported_model_are_pytorchs(fixture, imported, tmp_path, fmt):
     """The TFLite (16 x 16 windows) and ONNX exports of the imported fixture reach 45 dB PSNR

@@ -175,6 +175,7 @@ def _without_own_keys(node: dict):
     return OmegaConf.to_container(C.compose(*overrides), resolve=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_an_experiment_restates_nothing_it_gets_anyway(path):
     """A key of ``conf/experiment/<name>.yaml`` differs from what the experiment's group options

@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 START, END = CONFIG_TABLE_MARKERS
 
 
+@pytest.mark.slow
 def test_the_config_tables_are_the_generated_ones():
     text = (ROOT / "docs" / "config.md").read_text()
     assert START in text and END in text

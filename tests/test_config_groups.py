@@ -105,6 +105,7 @@ def test_the_groups_are_all_there():
     assert {"adam", "adamw"} == set(options("optimizer"))
 
 
+@pytest.mark.slow
 def test_every_pair_of_choices_composes_and_validates(hydra_conf):
     """Every pair of options of two groups, in a few combinations (not the whole product)."""
     assert len(PAIRWISE) < len(COMBINATIONS) / 3
@@ -113,6 +114,7 @@ def test_every_pair_of_choices_composes_and_validates(hydra_conf):
         check(compose("config", overrides=list(overrides)), overrides)
 
 
+@pytest.mark.slow
 def test_every_experiment_composes_with_each_loss_and_optimizer(hydra_conf):
     assert len(EXPERIMENT_PAIRS) < len(EXPERIMENTS) * 2 / 3
     assert set().union(*map(pairs, EXPERIMENT_PAIRS)) == set().union(*map(pairs, EXPERIMENTS))

@@ -62,6 +62,7 @@ from sr.core.errors import ConfigError
         (("+data.pool_size=3",), "data.pool_size is a key of data=generator"),
     ],
 )
+@pytest.mark.slow
 def test_data_rules_are_checked_when_the_config_is(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(*overrides)

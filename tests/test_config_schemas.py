@@ -226,6 +226,7 @@ def _train_script():
         ),
     ],
 )
+@pytest.mark.slow
 def test_train_py_refuses_a_bad_command_line_before_hydra_writes(argv, message):
     """What train.py's ``__main__`` checks before Hydra creates the run directory: a ConfigError,
     printed as ``error: ...`` with exit code 2 (``EXIT_BAD_INPUT``)."""

@@ -128,6 +128,7 @@ def check_live(layout, name: str, tmp_path):
         assert np.abs(out[side] - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_keras_computes_what_pytorch_computed_and_dump_is_the_file(name):
     found, model = check_against_pytorch(dat, name, EXPECTED[name])
@@ -185,6 +186,7 @@ def test_missing_extra_and_misshapen_keys_are_named():
     assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.weights[:3]))
 
 
+@pytest.mark.slow
 def test_upscale_py_gives_pytorchs_pixels(tmp_path, capsys):
     check_upscale_gives_pytorchs_pixels("dat_light_tiny", tmp_path, capsys)
 

@@ -46,6 +46,7 @@ def keras_out(run, x):
     return model(x, training=False).numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("fmt", ["onnx", "tflite"])
 def test_export_agrees_with_keras_at_every_size(runs, tmp_path, name, fmt):
@@ -68,6 +69,7 @@ def test_export_agrees_with_keras_at_every_size(runs, tmp_path, name, fmt):
         assert psnr_float(got, expected) > floor, (h, w)
 
 
+@pytest.mark.slow
 def test_tflite_runs_an_input_smaller_than_its_size_at_its_own(runs, tmp_path):
     """A smaller input runs at its own size (the interpreter resized), not mirrored to the
     export's: equal to Keras at its bottom and right edges too (every convolution pads with
@@ -95,6 +97,7 @@ def test_windows_cover_the_image_once_with_the_margin():
         assert (kept == 1).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["onnx", "tflite"])
 def test_upscale_with_a_backend_gives_the_keras_pixels(runs, tmp_path, backend):
     """upscale.py --backend on an RGB and a gray image: the keras backend's pixels (8-bit
@@ -115,6 +118,7 @@ def test_upscale_with_a_backend_gives_the_keras_pixels(runs, tmp_path, backend):
         assert np.abs(a - b).max() <= 1 and np.mean(a == b) > 0.99
 
 
+@pytest.mark.slow
 def test_int8_export_runs_and_reports_its_agreement(runs, tmp_path, photo_dir):
     common = ["--format", "tflite", "--size", "32", "--calibration", str(photo_dir)]
     records = {}
@@ -192,6 +196,7 @@ def test_a_runtime_output_of_another_shape_is_an_error(tmp_path):
         psnr_float(np.zeros((1, 1, 8, 8, 1)), np.zeros((1, 8, 8, 1)))
 
 
+@pytest.mark.slow
 def test_an_onnx_conversion_of_the_wrong_rank_is_done_again_then_refused(
     runs, tmp_path, monkeypatch
 ):
@@ -229,6 +234,7 @@ def exports(runs, tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_tflite_tiles_give_the_keras_pixels_at_every_tile(runs, exports):
     """An image of at least the export's side, of a size that is a multiple of neither the
     tile nor the side (300x270, side 96): at the default --tile (256: its bottom and right

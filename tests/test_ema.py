@@ -17,6 +17,7 @@ from sr.train.optimizers import ema_variables, make_optimizer
 from tests.fake_run import load_script, make_run, read_scalars
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mixed, warmup", [(False, True), (True, True), (False, False)])
 def test_averages_follow_the_formula(compose, mixed, warmup):
     """average_1 = w_1, average_(n+1) = d_n average_n + (1 - d_n) w_(n+1) with the warm-up

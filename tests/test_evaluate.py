@@ -86,6 +86,7 @@ def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
     assert scalars["eval/Set14/ssim"] == [(0, pytest.approx(results["Set14"]["ssim"], abs=1e-6))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [2, 3])
 def test_bicubic_x2_x3_golden_figures(scale):
     folders = [shared_folder("Set5"), shared_folder("Set14")]

@@ -42,6 +42,7 @@ def test_saved_model_gives_the_output_of_upscale(tmp_path, compose):
     assert int(loaded.scale.numpy()) == 4
 
 
+@pytest.mark.slow
 def test_export_of_a_chosen_checkpoint_differs(tmp_path, compose):
     run = make_run(compose, tmp_path / "run", steps=(3, 8))
     rgb = np.ascontiguousarray(photo("coffee")[100:132, 200:240])

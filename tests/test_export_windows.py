@@ -51,6 +51,7 @@ def lr(h: int, w: int) -> np.ndarray:
     return (photo("astronaut")[::4, ::4][:h, :w] / 255.0).astype(np.float32)[np.newaxis]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("h, w", [(37, 29), (37, 70), (101, 53), (23, 131)])
 def test_windows_agree_with_keras_at_every_border(trained, exported, h, w):
     """Smaller than a window on both sides, on one, larger on both (3 x 2 windows), a long thin

@@ -239,6 +239,7 @@ BAD_TRAIN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key, value, allowed", BAD_TRAIN)
 def test_bad_train_value_refused_before_data_work(
     compose, tmp_path, monkeypatch, key, value, allowed

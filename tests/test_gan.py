@@ -194,6 +194,7 @@ def test_the_config_refuses_a_half_gan_and_missing_vgg_weights(compose, tmp_path
         validate(compose(*GAN_GROUPS, "discriminator.features=0"))
 
 
+@pytest.mark.slow
 def test_the_discriminator_sees_the_hr_as_it_is_beside_the_sharpened_target(compose, folders):
     """``loss.terms.gan.target=gt`` (the paper's): the pairs are (lr, sharpened target, HR), the
     target and the LR as without it."""

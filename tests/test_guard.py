@@ -38,6 +38,7 @@ from tests.test_resume import assert_same_state
         ("guard_max_rollbacks", -1, "train.guard_max_rollbacks must be an integer >= 0"),
     ],
 )
+@pytest.mark.slow
 def test_bad_clip_and_guard_values_are_refused_naming_the_key(compose, key, value, names):
     with pytest.raises(ConfigError, match=names.replace("(", r"\(").replace(")", r"\)")):
         validate_train(compose(f"train.{key}={value}"))
@@ -180,6 +181,7 @@ def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exac
     assert dict(one) == dict(two)  # the latest value per step (two: 12 logged before and after)
 
 
+@pytest.mark.slow
 def test_a_collapse_rolls_back_to_the_best_when_the_rotation_dropped_the_good_one(
     folders, tmp_path, compose, monkeypatch, caplog
 ):
@@ -226,6 +228,7 @@ def test_a_verdict_on_the_last_steps_ends_the_run_on_the_good_checkpoint_and_say
     assert checkpoint_steps(tmp_path / "run") == [4, 8]
 
 
+@pytest.mark.slow
 def test_a_second_rollback_to_an_older_checkpoint_keeps_counting_and_lowering(
     folders, tmp_path, compose, monkeypatch
 ):
@@ -303,6 +306,7 @@ def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
     assert json.loads((run_dir / "checkpoints" / "best" / "best.json").read_text()) == best
 
 
+@pytest.mark.slow
 def test_clip_norm_reaches_the_update_and_is_recorded_in_hparams(folders, tmp_path, compose):
     """Adam divides the gradient by its own scale, so clipping to 1e-12 (far below Adam's
     epsilon, 1e-7) leaves steps a millionth of the unclipped ones: the key reaches the step.

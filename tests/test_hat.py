@@ -26,6 +26,7 @@ TINY = {"embed_dim": 12, "depths": [2, 2], "heads": [2, 3], "window": 4, "compre
 RELEASED = {"HAT-S": ("hat_s", 9_621_183), "HAT": ("hat", 20_772_507)}  # the issue's table
 
 
+@pytest.mark.slow
 def test_keras_computes_what_the_official_hat_computed():
     check_fixture(hat, "hat_tiny", TINY)
 

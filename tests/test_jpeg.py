@@ -125,6 +125,7 @@ def test_shape_kept_and_gray_stays_exactly_gray():
     assert np.array_equal(out[..., 0], out[..., 1]) and np.array_equal(out[..., 0], out[..., 2])
 
 
+@pytest.mark.slow
 @CARRIERS
 def test_compiled_with_xla_gives_the_same_pixels(dtype):
     """``tf.function(jit_compile=True)`` (the training step's compilation) and eager agree

@@ -164,6 +164,7 @@ def test_config_typos_and_bad_values_fail_at_start(compose, photo_dir, tmp_path)
         ("generator", "data.stride=32", "GeneratorConfig"),
     ],
 )
+@pytest.mark.slow
 def test_a_key_of_the_other_mode_is_an_error_naming_the_mode(compose, mode, key, schema):
     from sr.config import ConfigError, build_source
 
@@ -193,6 +194,7 @@ def test_a_key_of_the_other_mode_is_an_error_naming_the_mode(compose, mode, key,
         ("tfrecord", "data.threads=-1", "data.threads must be an integer >= 0, got -1"),
     ],
 )
+@pytest.mark.slow
 def test_values_out_of_range_are_errors_naming_the_key(
     compose, photo_dir, tmp_path, mode, override, message
 ):
@@ -203,6 +205,7 @@ def test_values_out_of_range_are_errors_naming_the_key(
         build_source(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_the_same_seed_gives_the_same_batches_and_another_seed_others(
     compose, photo_dir, tmp_path, mode
@@ -297,6 +300,7 @@ def test_the_handoff_takes_the_iterators_elements():
     assert [take().numpy().tolist() for _ in range(2)] == [[1], [2, 3]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rot90", [False, True])
 @pytest.mark.parametrize("mode", MODES)
 def test_premade_lr_folder_pairs_stay_aligned(compose, photo_dir, tmp_path, mode, rot90):

@@ -48,6 +48,7 @@ def test_realesrgans_terms_give_the_saved_values(compose):
     np.testing.assert_array_equal(d_fake.numpy(), SAVED["realesrgan_d_fake"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["gan_step", "perceptual_step"])
 def test_one_step_of_realesrgan_records_the_saved_terms(compose, stage):
     """One GAN step (``loss=realesrgan``) and one L1 + perceptual step (``~loss.terms.gan``)

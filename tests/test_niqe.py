@@ -163,6 +163,7 @@ def test_niqe_beside_psnr_and_ssim_for_a_run(tmp_path, compose, photo_dir, capsy
     assert {"eval/hr/niqe", "eval/hr/niqe_bicubic"} <= set(read_scalars(run / "tb"))
 
 
+@pytest.mark.slow
 def test_real_photos_are_upscaled_and_scored_by_niqe(tmp_path, compose):
     """``--real``: LR photos without HR, upscaled by the run (``sr.inference.Upscaler``) and by
     bicubic, scored by NIQE, saved as PNG with ``--save``; a gray photo stays gray."""

@@ -34,6 +34,7 @@ EXPECTED = {  # what make_omnisr.py made, as detect() must read it back
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_keras_computes_what_pytorch_computed_and_dump_is_the_file(name):
     keys, channels = EXPECTED[name]
@@ -75,6 +76,7 @@ def test_missing_and_extra_keys_are_named():
         omnisr.load(model, state, found)
 
 
+@pytest.mark.slow
 def test_upscale_py_gives_pytorchs_pixels(tmp_path, capsys):
     check_upscale_gives_pytorchs_pixels("omnisr_tiny", tmp_path, capsys)
 

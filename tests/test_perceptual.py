@@ -69,6 +69,7 @@ def test_the_gan_term_is_not_a_term_of_images():
         Loss({"gan": {}}).adversarial(x, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("triple", [False, True], ids=["pairs", "triples"])
 def test_l1_and_perceptual_without_a_discriminator_train_both_terms(compose, triple):
     """One step against the update written out: SGD on ``L1(target, SR) + 1.0 x

@@ -197,6 +197,7 @@ def gan_parts(policy_name: str, weights=None):
     return g, d, vgg
 
 
+@pytest.mark.slow
 def test_the_gan_step_under_bfloat16(policy):
     """Real-ESRGAN's GAN step (L1, a VGG perceptual term, the GAN terms) under mixed_bfloat16:
     the discriminator's spectral norm keeps its float32 ``weight_u`` / ``weight_v`` (read

@@ -232,6 +232,7 @@ GENERATORS = sorted(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GENERATORS)
 def test_every_generator_fixture_goes_through_export_and_back(name, tmp_path, capsys):
     """Every architecture's fixture: described by export.py, written as the reference state

@@ -193,6 +193,7 @@ def test_degradation_is_a_function_of_the_batch_seeds():
     assert np.abs(other_seed - lr).mean() > 1 / 255
 
 
+@pytest.mark.slow
 def test_two_jpeg_round_trips_per_image():
     """Real-ESRGAN compresses each image twice (end of the first stage, and in the final
     random-order step); its second stage has no JPEG. Counted by the images passed to the JPEG
@@ -270,6 +271,7 @@ def _source(folders, tmp_path, mode, *overrides):
         ("tfrecord", ("degradation=realesrgan", "data.channels=rgb"), 3),
     ],
 )
+@pytest.mark.slow
 def test_pairs_of_rgb_and_realesrgan_in_both_modes(folders, tmp_path, mode, overrides, channels):
     src = _source(folders, tmp_path, mode, *overrides)
     assert src.hr_channels == 3  # RGB crops in the pool and in the shards

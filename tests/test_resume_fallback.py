@@ -11,6 +11,7 @@ from sr.core.errors import ConfigError
 from sr.train.app import run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated data", "empty index"])
 def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
     folders, tmp_path, compose, caplog, damage

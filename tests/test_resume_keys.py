@@ -69,6 +69,7 @@ def _refused(compose, run_dir, *overrides) -> str:
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_resume_changing_a_key_that_defines_the_run_is_refused_naming_each(
     y_run, compose, overrides, lines
 ):

@@ -280,6 +280,7 @@ def test_loose_images_without_subfolders_get_the_expected_layout(tmp_path, photo
         ("+data.pool_size=3", r"data.pool_size is a key of data=generator"),
     ],
 )
+@pytest.mark.slow
 def test_config_values_are_checked_at_start_up(compose, override, message):
     cfg = compose("data=sequence", override)
     if message is None:

@@ -43,6 +43,7 @@ def _draws(compose, mode, folder, root, *extra):
     return out, loader
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode, extra",
     [

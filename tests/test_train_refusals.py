@@ -115,6 +115,7 @@ print(json.dumps([codes, sorted(m for m in ("tensorflow", "keras") if m in sys.m
 """
 
 
+@pytest.mark.slow
 def test_a_bad_command_line_is_refused_before_tensorflow_is_imported():
     """train.py composes and checks the command line with no TensorFlow (issue 36): the valid
     configs of every group and each refusal (exit code 2, the message of the in-process check,

@@ -116,6 +116,7 @@ def test_the_schema_names_the_paper_s_file(compose, tmp_path):
     validate(compose("loss=realesrgan", "~loss.terms.gan", f"{VGG}={FILE}"))
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_a_pth_file_as_torch_saves_it(tmp_path, ref):
     """The same state dict saved by ``torch.save`` (as ``vgg19-dcbb9e9d.pth`` is) gives the
