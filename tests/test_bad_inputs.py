@@ -81,6 +81,7 @@ def _text(path):
 UNREADABLE_HEADERS = {"zero-byte": _zero_byte, "text": _text}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", sorted(UNREADABLE_HEADERS))
 def test_an_unreadable_png_in_the_training_folder_is_named_at_prepare(tmp_path, mode, kind):
@@ -317,6 +318,7 @@ def test_an_lr_partner_of_the_wrong_size_names_both_sizes(tmp_path, lr_name):
 # ------------------------------------------------------------------------------------------------
 # Bad config values: refused at start-up, before any data work
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -590,6 +592,7 @@ def _binary(shards, manifest):
     (shards / tfrecord.MANIFEST).write_bytes(b"\xff\xfe\x00garbage")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spoil", [_not_json, _other_format, _binary])
 def test_an_unreadable_manifest_makes_the_set_rebuilt(built, caplog, spoil):
     hr, shards, manifest = built

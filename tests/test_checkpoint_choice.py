@@ -130,6 +130,7 @@ def test_evaluate_scores_and_names_the_checkpoint(runs, tmp_path, capsys):
         assert {r["checkpoint"] for r in csv.DictReader(f)} == {""}
 
 
+@pytest.mark.slow
 def test_upscale_uses_and_names_the_checkpoint(runs, image, tmp_path, capsys):
     with_best, _, cfg, weights = runs
     for checkpoint, (name, label, step) in CHOICES.items():

@@ -192,6 +192,7 @@ def test_an_experiment_restates_nothing_it_gets_anyway(path):
 SAVED = sorted(json.loads(COMPOSED.read_text()))  # the experiments that existed before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in EXPERIMENTS if p.stem in SAVED], ids=lambda p: p.stem)
 def test_an_experiment_composes_as_before_its_restated_keys_went(path):
     """Every key the experiments set before their restated defaults were dropped (issue 44)

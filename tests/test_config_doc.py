@@ -24,6 +24,7 @@ def test_the_config_tables_are_the_generated_ones():
     )
 
 
+@pytest.mark.slow
 def test_every_schema_key_has_a_documented_meaning():
     rows = [r for r in config_tables().splitlines() if r.startswith("| `")]
     keys = {r.split("`")[1] for r in rows}

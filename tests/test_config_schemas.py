@@ -129,6 +129,7 @@ def test_a_hostile_value_of_any_key_is_refused_naming_it_and_nothing_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -90,6 +90,7 @@ def test_paths_are_deterministic_small_and_subpixel():
     assert np.mean(steps % 1 != 0) > 0.2, "too few half-pixel shifts"
 
 
+@pytest.mark.slow
 def test_true_path_matches_phase_correlation(seq_root):
     """Consecutive frames are shifted by the stored path (within 0.1 HR px), some by half a
     pixel: estimated by phase correlation on the Hann-windowed gray/luma of each pair."""

@@ -75,6 +75,7 @@ def test_pytorchs_init():
     assert kernel.std() == pytest.approx((64 * 16) ** -0.5 / np.sqrt(3), rel=0.05)
 
 
+@pytest.mark.slow
 def test_training_calls_converge_to_the_spectral_norm():
     """Each training call is one power iteration from the last: sigma = u^T W v rises towards
     the largest singular value of the kernel reshaped to [k k C_in, C_out] (never above it),

@@ -222,6 +222,7 @@ def test_two_workers_train_on_their_own_shares_stop_together_and_resume_as_a_clu
 # ------------------------------------------------------------------------------------------------
 # Each pipeline's share, from the image indices of its batches (in process)
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["tfrecord", "generator"])
 def test_each_input_pipeline_draws_from_its_own_share(folders, tmp_path, compose, mode):
     from sr.config import build_source

@@ -43,6 +43,7 @@ def span_params(c: int, f: int, blocks: int = 6, s: int = 4) -> int:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, build, published",
     [
@@ -90,6 +91,7 @@ def test_conv3xc_is_the_sum_of_its_branches():
     assert layer.deployed_parameters() == conv(3, 3, 5)
 
 
+@pytest.mark.slow
 def test_span_is_local_and_tiles_exactly():
     """SPAN's receptive field is its 21 3x3 convs (head, 6 x 3, tail, upsampler): the tiler
     overlaps that much and tiled equals untiled."""

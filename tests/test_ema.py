@@ -51,6 +51,7 @@ def test_averages_follow_the_formula(compose, mixed, warmup):
     assert ema_variables(make_optimizer(compose(), mixed)) is None  # no train.ema: none
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [0, 1, 1.5, -0.5])  # the schema refuses non-numbers
 def test_ema_outside_0_1_is_refused(compose, value):
     with pytest.raises(ConfigError, match=rf"train.ema must be null .* got {value!r}"):

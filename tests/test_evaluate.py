@@ -186,6 +186,7 @@ def test_a_chosen_checkpoint_and_output_folder(tmp_path, compose, photo_dir):
     assert sorted(steps) == [3, 8]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -191,6 +191,7 @@ def test_bad_validation_image_refused_before_any_model(
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_validation_failure_mid_run_keeps_the_steps_checkpoint(
     folders, tmp_path, compose, monkeypatch
 ):
@@ -274,6 +275,7 @@ def test_bad_loss_or_optimizer_value_refused_before_data_work(
     assert allowed in str(info.value)
 
 
+@pytest.mark.slow
 def test_every_allowed_choice_is_one_the_trainer_handles(compose):
     """The schema's list of each choice (``TRAIN_CHOICES``) is the one the code runs: every
     ``lr_schedule`` builds its schedule (an unhandled one raises), ``strategy`` is the list

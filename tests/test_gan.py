@@ -103,6 +103,7 @@ def tiny_models(channels=3):
     return g, d
 
 
+@pytest.mark.slow
 def test_the_step_is_real_esrgans_update_written_out():
     """One GANStep against Real-ESRGAN's ``optimize_parameters`` written step by step: the
     generator's update on L1 + 0.1 GAN (D frozen), then the discriminator's on its real term

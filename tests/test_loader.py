@@ -224,6 +224,7 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_others(
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 def test_the_pipeline_has_threads_of_its_own_on_a_cpu_and_the_same_batches(
     compose, photo_dir, tmp_path, monkeypatch
 ):

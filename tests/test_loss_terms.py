@@ -58,6 +58,7 @@ def test_a_preset_writes_only_what_differs_from_the_schemas(compose, preset):
         assert all(defaults[k] != v for k, v in keys.items()), (preset, name, keys)
 
 
+@pytest.mark.slow
 def test_a_term_is_added_on_the_command_line_with_its_defaults(compose):
     loss = Loss(load("loss=charbonnier", "+loss.terms.fft.weight=0.05").loss.terms)
     assert loss.names == ("charbonnier", "fft") and loss.name == "charbonnier+fft"

@@ -71,6 +71,7 @@ def test_the_default_optimizer_is_todays_adam(compose):
         assert (opt.beta_1, opt.beta_2, opt.weight_decay) == (0.9, 0.999, None)
 
 
+@pytest.mark.slow
 def test_adamw_composes_decays_the_weights_and_trains(folders, compose, tmp_path):
     """``optimizer=adamw``: Keras's AdamW with the group's keys; its decoupled decay shrinks a
     weight with zero gradient by ``lr x weight_decay`` a step; and a run trains two steps."""

@@ -98,6 +98,7 @@ def _source(compose, photo_dir, tmp_path, mode, *extra):
     return source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["tfrecord", "generator"])
 def test_both_modes_feed_rgb_crops_and_make_the_lr_from_them(compose, photo_dir, tmp_path, mode):
     source = _source(compose, photo_dir, tmp_path, mode)

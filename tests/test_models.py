@@ -95,6 +95,7 @@ def _bicubic_reference(x: np.ndarray, s: int) -> np.ndarray:
     return matrix(x.shape[0]) @ x @ matrix(x.shape[1]).T
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [2, 3, 4])
 def test_graph_bicubic_is_the_definition_and_resize_bicubic_and_compiles_under_xla(scale):
     rng = np.random.default_rng(scale)
@@ -112,6 +113,7 @@ def test_graph_bicubic_is_the_definition_and_resize_bicubic_and_compiles_under_x
     np.testing.assert_allclose(compiled(tf.constant(x)).numpy(), out, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_edsr_with_a_bicubic_skip_trains_under_xla():
     """``ResizeBicubic`` has no XLA kernel: the bicubic skip of edsr_lite once failed to compile
     with ``train.xla=true`` on every device."""

@@ -43,6 +43,7 @@ def part_for(compose, *overrides):
     return training_part(cfg, loss, 3, False, tf.Variable(1.0)), loss
 
 
+@pytest.mark.slow
 def test_the_way_of_training_is_chosen_from_the_loss_and_the_discriminator(compose):
     assert isinstance(part_for(compose)[0], GeneratorTraining)
     assert part_for(compose)[0].terms == ()  # one term: the loss alone, as before the terms

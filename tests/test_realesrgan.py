@@ -372,6 +372,7 @@ def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, chan
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_hr_target_is_the_sharpened_crop(folders, tmp_path):
     """degradation.gt_usm (default true): the HR target is the USM-sharpened crop, rounded to 8
     bits; false gives the crop itself (the bicubic pairs' HR)."""

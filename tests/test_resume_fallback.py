@@ -41,6 +41,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
     assert final["step"] == 8
 
 
+@pytest.mark.slow
 def test_no_readable_checkpoint_is_a_clear_error(folders, tmp_path, compose):
     base = [
         "data=generator",

@@ -362,6 +362,7 @@ def test_a_failing_set_leaves_nothing_behind(tmp_path, hr_dir):
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_realesrgan_sets_are_a_function_of_the_seed(tmp_path):
     hr = tmp_path / "hr"
     write_photos(hr, size=48, names=("astronaut", "camera"))

@@ -74,6 +74,7 @@ def test_dense_convs_start_small_as_the_reference():
     assert body.std() == pytest.approx(np.sqrt(2 / (2 * 9 * 64)), rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale, stages", [(2, [2]), (3, [3]), (4, [2, 2]), (8, [2, 2, 2])])
 def test_scales_and_their_receptive_fields(scale, stages):
     """x2, x3, x8: nearest stages as ESRGAN's first code; any LR size; the tiler's radius is the

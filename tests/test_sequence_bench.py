@@ -82,6 +82,7 @@ def test_project_loader_has_no_order_bias_and_sorted_reference_has(seq_dir):
     assert draws.shape == (DRAWS,) and draws.min() >= 0 and draws.max() < 60
 
 
+@pytest.mark.slow
 def test_naive_pipeline_yields_the_project_loaders_shapes_and_dtypes(seq_dir):
     source = build_source(
         compose_data("sequence", seq_dir, None, "data.batch_size=4", "data.patch_size=32")

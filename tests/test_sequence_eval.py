@@ -181,6 +181,7 @@ def test_frames_of_different_sizes_are_named(clips):
         evaluate_sequences(None, list_sequences(clips), 4, 3, 1, 2, folder=clips)
 
 
+@pytest.mark.slow
 def test_evaluate_cli_on_a_sequence_run(tmp_path, compose, clips, capsys):
     run = make_sequence_run(compose, tmp_path / "run")
     assert evaluate.main([str(run), str(clips), "--no-progress"]) == 0
@@ -316,6 +317,7 @@ def test_upscale_errors_of_a_sequence_run(tmp_path, compose, clips, capsys):
     ) in err
 
 
+@pytest.mark.slow
 def test_export_refuses_a_multi_frame_run(tmp_path, compose, capsys):
     run = make_sequence_run(compose, tmp_path / "run")
     assert export.main([str(run), str(tmp_path / "saved")]) == 2

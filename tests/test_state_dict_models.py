@@ -168,6 +168,7 @@ def test_missing_extra_and_misshapen_keys_are_named_and_nothing_is_set(name):
     assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.weights))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("features, thousands", [(48, 426), (52, 498)])
 def test_released_span_x4_layouts_by_name_and_shape(features, thousands):
     """The official x4 SPANs (spanx4_ch48.pth, spanx4_ch52.pth): their keys and shapes,

@@ -40,6 +40,7 @@ def weights(step: TrainStep) -> list[np.ndarray]:
     return [v.numpy() for v in step.model.weights]
 
 
+@pytest.mark.slow
 def test_taking_inside_the_step_trains_as_taking_then_stepping():
     fused, eager = make_step(), make_step()
     for a, b in zip(weights(fused), weights(eager)):

@@ -42,6 +42,7 @@ def _find(crop: np.ndarray, image: np.ndarray) -> list[tuple[int, int]]:
     return [tuple(h) for h in hits]
 
 
+@pytest.mark.slow
 def test_records_are_exact_sub_images_and_cover_every_crop_position(compose, photo_dir, tmp_path):
     source = _source(compose, photo_dir, tmp_path)
     params = source.params()
@@ -116,6 +117,7 @@ def test_read_crops_are_uniform_inside_their_sub_image_and_seeded(compose, photo
         np.testing.assert_array_equal(next(fresh)["hr"].numpy(), w)
 
 
+@pytest.mark.slow
 def test_pre_made_lr_crops_stay_aligned_with_their_hr(compose, photo_dir, tmp_path):
     lr_dir = tmp_path / "lr"
     lr_dir.mkdir()

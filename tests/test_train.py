@@ -272,6 +272,7 @@ def test_bad_profile_steps_are_refused_naming_the_key(compose, value):
         validate_train(compose(f"train.profile_steps={value}"))
 
 
+@pytest.mark.slow
 def test_a_profile_range_outside_the_run_is_refused_or_warned_about(
     folders, tmp_path, compose, caplog
 ):

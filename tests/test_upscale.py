@@ -197,6 +197,7 @@ def test_cli_single_image_paths(tmp_path, compose, capsys):
     assert "upscaled 1 of 1 image(s) x4 with espcn_x4 (step 5)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message, code",
     [
