@@ -193,3 +193,12 @@ def deployed(model: keras.Model) -> keras.Model:
     for old, new in zip(model.layers, copy.layers):
         new.set_weights(forms[id(old)][1] if id(old) in forms else old.get_weights())
     return copy
+
+
+@keras.saving.register_keras_serializable(package="sr")
+class ResizeLike(keras.layers.Layer):
+    """Bilinear resize (half-pixel centres, PyTorch's ``align_corners=False``) of ``x`` to the
+    height and width of ``like``: ``([B, h, w, C], [B, H, W, D]) -> [B, H, W, C]``."""
+
+    def call(self, x, like):
+        return tf.image.resize(x, tf.shape(like)[1:3], method="bilinear")

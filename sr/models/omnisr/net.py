@@ -26,8 +26,7 @@ import tensorflow as tf
 
 from sr.models.dat import blocks
 from sr.models.dat.net import gelu
-from sr.models.layers import PixelShuffle, float32_output
-from sr.models.rlfn.net import ResizeLike
+from sr.models.layers import PixelShuffle, ResizeLike, float32_output
 
 
 def layer_norm(name: str, eps: float):

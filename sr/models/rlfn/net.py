@@ -30,11 +30,11 @@ The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``MIN_SIZE``).
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 from sr.models.layers import (
     LeakyReLU,
     PixelShuffle,
+    ResizeLike,
     UpSampling2D,
     denormalized,
     float32_output,
@@ -43,15 +43,6 @@ from sr.models.layers import (
 )
 
 MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
-
-
-@keras.saving.register_keras_serializable(package="sr")
-class ResizeLike(keras.layers.Layer):
-    """Bilinear resize (half-pixel centres, PyTorch's ``align_corners=False``) of ``x`` to the
-    height and width of ``like``: ``([B, h, w, C], [B, H, W, D]) -> [B, H, W, C]``."""
-
-    def call(self, x, like):
-        return tf.image.resize(x, tf.shape(like)[1:3], method="bilinear")
 
 
 def esa(x, features: int, esa_channels: int = 16):
