@@ -200,9 +200,12 @@ def _leaves(cfg: DictConfig, key: str) -> dict[str, Any]:
     leaves = _flat(node, key)
     if key == "model" and f"{key}._target_" in leaves and f"{key}.arch" not in leaves:
         try:  # a run saved before the registry: its builder's name becomes its architecture
-            leaves[f"{key}.arch"] = spec_of({"_target_": leaves.pop(f"{key}._target_")}).name
+            arch = spec_of({"_target_": leaves[f"{key}._target_"]}).name
         except ConfigError:
-            pass  # a builder no longer registered: compared as written
+            arch = None  # a builder no longer registered: compared as written
+        if arch is not None:
+            del leaves[f"{key}._target_"]
+            leaves[f"{key}.arch"] = arch
     return leaves
 
 
