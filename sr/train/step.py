@@ -98,16 +98,24 @@ class TrainStep:
         # cross-replica update cannot be in an XLA cluster (its variables live on every
         # replica's device)
         several = strategy.num_replicas_in_sync > 1
+        # autograph=False: the step's Python branches on settings, never on tensors (its
+        # data-dependent choices are tf.cond/tf.where), so converting its source (about 2.4 s of
+        # each run's start on a 2-core EPYC, 11 functions) bought nothing; a branch on a tensor
+        # would now fail at the first trace, naming the line
         self.gradients = (
-            tf.function(self._gradients, jit_compile=True) if xla and several else self._gradients
+            tf.function(self._gradients, jit_compile=True, autograph=False)
+            if xla and several
+            else self._gradients
         )
-        self.replica_step = tf.function(self._replica_step, jit_compile=xla and not several)
-        self.train_step = tf.function(self._train_step)
+        self.replica_step = tf.function(
+            self._replica_step, jit_compile=xla and not several, autograph=False
+        )
+        self.train_step = tf.function(self._train_step, autograph=False)
         # seconds the steps of take_and_train waited for their batch, summed on the host (the
         # training log's data-wait; tf.timestamp runs on the CPU)
         with tf.device("/CPU:0"):
             self.data_wait = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="wait")
-        self.take_and_train = tf.function(self._take_and_train)
+        self.take_and_train = tf.function(self._take_and_train, autograph=False)
 
     def recorded_terms(self) -> tuple[str, ...]:
         """The names of the terms the step records beside its loss: the loss's terms when it
