@@ -456,15 +456,25 @@ def _hydra_subdir(resume: str | None) -> str:
     return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if resume else ".hydra"
 
 
+# the registry's model schemas last stored in Hydra's ConfigStore (None: nothing stored yet);
+# storing converts every dataclass to a config node (about 0.2 s on a 2-core EPYC), once
+_STORED_MODELS: dict | None = None
+
+
 def register() -> None:
     """Register the resolvers (``sr_root``, ``sr_or``, ``sr_hydra_subdir``) and the schemas
-    (idempotent)."""
+    (idempotent: the schemas are stored again only when the model registry changed, as a
+    plug-in's import changes it)."""
+    global _STORED_MODELS
     if not OmegaConf.has_resolver("sr_root"):
         OmegaConf.register_new_resolver("sr_root", lambda: str(PROJECT_ROOT))
     if not OmegaConf.has_resolver("sr_or"):  # first argument that is not null
         OmegaConf.register_new_resolver("sr_or", lambda *args: next((a for a in args if a), None))
     if not OmegaConf.has_resolver("sr_hydra_subdir"):  # hydra.output_subdir: see sr/train/rundir
         OmegaConf.register_new_resolver("sr_hydra_subdir", _hydra_subdir, use_cache=True)
+    models = registry.schema_nodes(MODEL_PRESETS)
+    if models == _STORED_MODELS:
+        return
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for name, node in DATA_SCHEMAS.items():
@@ -473,12 +483,13 @@ def register() -> None:
     for group, schemas in (
         ("loss", LOSS_SCHEMAS),
         ("optimizer", OPTIMIZER_SCHEMAS),
-        ("model", registry.schema_nodes(MODEL_PRESETS)),
+        ("model", models),
         ("degradation", DEGRADATION_SCHEMAS),
         ("discriminator", {"base_discriminator": DiscriminatorConfig}),
     ):
         for name, node in schemas.items():
             cs.store(group=group, name=name, node=node)
+    _STORED_MODELS = models
 
 
 register()

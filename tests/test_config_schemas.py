@@ -59,6 +59,27 @@ def hostile(name: str, hint) -> st.SearchStrategy[str] | None:
     return None  # Any: free
 
 
+def option_schema(group: str, option: str) -> type:
+    """The schema that ``<group>=<option>`` composes against, read without composing (42
+    Hydra compositions at every worker's collection): the ``base_*`` default of the option's
+    YAML, or the option itself where it is a schema (``model=<arch>``), looked up in the
+    schemas that ``sr.config.register`` stores. :func:`test_option_schema_is_the_composed_one`
+    holds it to Hydra's answer."""
+    from sr.models import registry
+
+    schemas = {**sr.config.DATA_SCHEMAS, **sr.config.LOSS_SCHEMAS,
+               **sr.config.OPTIMIZER_SCHEMAS, **sr.config.DEGRADATION_SCHEMAS,
+               **registry.schema_nodes(sr.config.MODEL_PRESETS),
+               "base_train": sr.config.TrainConfig,
+               "base_discriminator": sr.config.DiscriminatorConfig}  # fmt: skip
+    yaml = sr.config.PROJECT_ROOT / "conf" / group / f"{option}.yaml"
+    name = option
+    if yaml.is_file():
+        (name,) = [str(d) for d in OmegaConf.load(yaml).defaults if str(d).startswith("base_")]
+    node = schemas[name]
+    return node if isinstance(node, type) else type(node)
+
+
 def group_keys() -> list[tuple[tuple[str, ...], str, st.SearchStrategy[str]]]:
     """``(base overrides, group.key, hostile values)`` for every key of every option of every
     group (the schema the composed option has)."""
@@ -66,8 +87,7 @@ def group_keys() -> list[tuple[tuple[str, ...], str, st.SearchStrategy[str]]]:
     for group in GROUPS:
         for option in group_choices(group):
             base = (f"{group}={option}",)
-            node = sr.config.compose(*base)[group]
-            schema = OmegaConf.get_type(node)
+            schema = option_schema(group, option)
             hints = typing.get_type_hints(schema)
             for f in dataclasses.fields(schema):
                 values = hostile(f.name, hints[f.name])
@@ -106,6 +126,16 @@ def refusal(tmp_path: Path, *overrides: str) -> str:
         cfg = load(*paths, *overrides)
         build_source(cfg)
     return str(info.value)
+
+
+@pytest.mark.parametrize("group, option", [("data", "generator"), ("data", "sequence"),
+                                           ("model", "span"), ("model", "edsr"), ("model", "rcan"),
+                                           ("loss", "realesrgan"), ("optimizer", "adamw"),
+                                           ("degradation", "realesrgan"), ("train", "default"),
+                                           ("discriminator", "unet_sn")])  # fmt: skip
+def test_option_schema_is_the_composed_one(group, option):
+    composed = OmegaConf.get_type(sr.config.compose(f"{group}={option}")[group])
+    assert option_schema(group, option) is composed
 
 
 def test_every_group_option_has_keys_to_draw():
