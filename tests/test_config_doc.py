@@ -2,16 +2,20 @@
 and no YAML of conf/ restates or overrides a schema default (defaults are written once)."""
 
 import dataclasses
+import functools
 
 import pytest
 from omegaconf import OmegaConf
 
 from sr.config import DATA_SCHEMAS, GROUPS, Config, TrainConfig
-from sr.config_doc import CONFIG_TABLE_MARKERS, config_tables
+from sr.config_doc import CONFIG_TABLE_MARKERS
+from sr.config_doc import config_tables as generate
 from sr.data.source import DataConfig
 from tests.conftest import ROOT
 
 START, END = CONFIG_TABLE_MARKERS
+# composed once per worker (every model option: about 7 s here)
+config_tables = functools.cache(generate)
 
 
 @pytest.mark.slow

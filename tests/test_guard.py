@@ -20,7 +20,7 @@ from sr.loading.models import build_model, load_model_from_run
 from sr.train.guard import DivergenceGuard
 from sr.train.schedule import ScaledSchedule, make_schedule
 from sr.train.step import clip_by_global_norm
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stopped_at
 from tests.test_faults import assert_all_finite, checkpoint_steps
 from tests.test_resume import assert_same_state
 
@@ -169,16 +169,17 @@ def test_a_rollback_restores_the_good_state_replays_its_batches_and_resumes_exac
     assert reader.get_tensor("guard/rollbacks/.ATTRIBUTES/VARIABLE_VALUE") == 1
     assert checkpoint_steps(tmp_path / "one") == [4, 8, 12, 16]
 
-    monkeypatch.undo()
-    force_a_spike_at(monkeypatch, 10)
-    run(compose(*common, "train.steps=12"), tmp_path / "two")  # rolls back, stops at 12
     monkeypatch.undo()  # the resumed run finds no spike of its own
-    run(compose(*common, "train.steps=16", f"resume={tmp_path / 'two'}"), tmp_path / "two")
+    # the run stopped after the rollback: a copy of this one as if killed after its ckpt-12
+    two = stopped_at(tmp_path / "one", 12, tmp_path / "two")
+    run(compose(*common, "train.steps=16", f"resume={two}"), two)
     assert_same_state(tmp_path / "one", tmp_path / "two")
     one, two = logged_losses(tmp_path / "one"), logged_losses(tmp_path / "two")
     assert [s for s, _ in one] == [2, 4, 6, 8, 10, 10, 12, 14, 16]  # 10 again after the rollback
     assert one[4][1] != one[5][1]  # step 10 at half the rate
-    assert dict(one) == dict(two)  # the latest value per step (two: 12 logged before and after)
+    # the latest value per step (two: 14 and 16 logged by the copied run, then resumed)
+    assert [s for s, _ in two] == [s for s, _ in one] + [14, 16]
+    assert dict(one) == dict(two)
 
 
 @pytest.mark.slow

@@ -226,16 +226,36 @@ def test_a_pooled_run_resumed_in_process_is_bit_identical(
     assert bool(pooled) == (device == "accelerator")
 
 
+# the two runs of test_two_replicas_keep_a_pool_each_and_resume_it, in one process (2 logical
+# CPUs need a fresh one; a second TensorFlow start-up would add nothing): the uninterrupted run,
+# its copy as if killed after ckpt-3 (tests.conftest.stopped_at), and resume= from that copy
+TWO_REPLICA_RUNS = """
+import json, logging, sys
+from pathlib import Path
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+logging.getLogger("absl").setLevel(logging.WARNING)
+from sr.config import compose
+from sr.train.app import run
+from tests.conftest import stopped_at
+args, ref, two = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+run(compose(*args), ref)
+stopped_at(ref, 3, two)
+run(compose(*args, f"resume={two}"), two)
+"""
+
+
 @pytest.mark.slow
 def test_two_replicas_keep_a_pool_each_and_resume_it(folders, tmp_path):
-    """``train.py`` on 2 logical CPUs (``train.strategy=mirrored``), the pool on the
-    accelerator: one pool per replica, both in the checkpoint (``data/pool/replica_0``, ``_1``),
-    each with pairs of its own; 6 steps stopped after step 3 (a copy of the run, its later
-    checkpoint deleted: ``tests.conftest.stopped_at``), then ``resume=`` to 6, equal 6 steps in
-    one run."""
+    """A run on 2 logical CPUs (``train.strategy=mirrored``), the pool on the accelerator: one
+    pool per replica, both in the checkpoint (``data/pool/replica_0``, ``_1``), each with pairs
+    of its own; 6 steps stopped after step 3 (a copy of the run, its later checkpoint deleted:
+    ``tests.conftest.stopped_at``), then ``resume=`` to 6, equal 6 steps in one run. Both runs
+    in one fresh process (:data:`TWO_REPLICA_RUNS`; ``train.py`` on 2 logical CPUs:
+    ``tests/test_distribute.py``)."""
+    import json
     import sys
 
-    from tests.conftest import ROOT, finished, started, stopped_at
+    from tests.conftest import ROOT, finished, started
     from tests.test_resume import ENV
     from tests.test_resume_realesrgan import assert_same_checkpoints
 
@@ -243,14 +263,13 @@ def test_two_replicas_keep_a_pool_each_and_resume_it(folders, tmp_path):
                       "degradation.pool_size=8"),
             "data.deterministic=true", "model.features=[8,4]", "train.log_every=1",
             "train.lr_schedule=constant", "train.ckpt_every=3", "train.strategy=mirrored",
-            "train.logical_cpus=2")  # fmt: skip
-
-    def command(run_dir, *extra):
-        return [sys.executable, str(ROOT / "train.py"), *args, *extra, f"hydra.run.dir={run_dir}"]
-
-    finished(started(command(tmp_path / "ref", "train.steps=6"), ENV), timeout=600)
-    two = stopped_at(tmp_path / "ref", 3, tmp_path / "two")  # killed after ckpt-3
-    out = finished(started(command(two, "train.steps=6", f"resume={two}"), ENV), timeout=600)
+            "train.logical_cpus=2", "train.steps=6")  # fmt: skip
+    cmd = [sys.executable, "-c", TWO_REPLICA_RUNS, json.dumps(args), str(tmp_path / "ref"),
+           str(tmp_path / "two")]  # fmt: skip
+    out = finished(started(cmd, dict(ENV, PYTHONPATH=str(ROOT))), timeout=600)
+    runs = out.split("final step 6:")  # the uninterrupted run's output, the resumed one's
+    assert len(runs) == 3 and all("MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in r
+                                  for r in runs[:2]), out  # fmt: skip
     assert "continuing the checkpoint's batch stream at batch 3" in out, out
     one, two = (tmp_path / d / "checkpoints" / "ckpt-6" for d in ("ref", "two"))
     assert_same_checkpoints(one, two, ("model", "optimizer"))

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from sr.core.images import scan_folder
 from sr.data.generator import PatchPool
-from tests.conftest import ROOT, finished, started, write_photos
+from tests.conftest import ROOT, started, write_photos
 
 LOSS = re.compile(r"step (\d+)/\d+  loss ([\d.]+)")
 STATE = ("model/", "optimizer/", "step/")
@@ -123,16 +123,17 @@ def test_n_plus_n_steps_equal_2n_steps_bit_for_bit(
     folders, tmp_path, compose, mode, deterministic, caplog
 ):
     from sr.train.app import run
+    from tests.conftest import stopped_at
 
     # generator mode is exact even with data.deterministic=false: its pool is serial and the
-    # pairs map keeps batch order
+    # pairs map keeps batch order. The 3-step run: a copy of the 6-step one as if killed after
+    # its ckpt-3 (its TensorBoard file kept: tb_losses fails on a step that the resumed run
+    # logs again with another value)
     base = [*common(folders, tmp_path, mode), f"data.deterministic={deterministic}"]
-    run(compose(*base, "train.steps=6"), tmp_path / "one")
-    run(compose(*base, "train.steps=3"), tmp_path / "two")
+    run(compose(*base, "train.steps=6", "train.ckpt_every=3"), tmp_path / "one")
+    two = stopped_at(tmp_path / "one", 3, tmp_path / "two")
     with caplog.at_level(logging.INFO):
-        final = run(
-            compose(*base, "train.steps=6", f"resume={tmp_path / 'two'}"), tmp_path / "two"
-        )
+        final = run(compose(*base, "train.steps=6", f"resume={two}"), two)
     assert final["step"] == 6
     assert "continuing the checkpoint's batch stream at batch 3" in caplog.text
     assert_same_state(tmp_path / "one", tmp_path / "two")
@@ -198,10 +199,6 @@ def command(folders, root: Path, mode: str, run_dir: Path, *extra: str) -> list[
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
 
 
-def run_to_end(cmd: list[str]) -> str:
-    return finished(started(cmd, ENV))
-
-
 def run_here(cmd: list[str]) -> str:
     """The train.py command ``cmd`` run to its end in this process (``sr.train.app.run`` of its
     overrides, into its ``hydra.run.dir``): the log lines it prints. For the uninterrupted
@@ -225,47 +222,8 @@ def run_here(cmd: list[str]) -> str:
     return text.getvalue()
 
 
-def start_and_stop(cmd: list[str], until: re.Pattern, sig: int) -> str:
-    """Start ``cmd``, send ``sig`` once a line matches ``until``; returns the output."""
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV
-    )
-    lines = []
-    deadline = time.time() + 300
-    for line in proc.stdout:
-        lines.append(line)
-        if until.search(line) or time.time() > deadline:
-            break
-    proc.send_signal(sig)
-    rest, _ = proc.communicate(timeout=120)
-    return "".join(lines) + rest
-
-
 def losses(out: str) -> dict[int, str]:
     return {int(s): loss for s, loss in LOSS.findall(out)}
-
-
-@pytest.mark.slow
-def test_sigterm_then_resume_equals_one_run(folders, tmp_path):
-    """SIGTERM after step 4 of a generator run: the loop saves where it is and exits 143; the
-    resume ends on the weights and logged losses of one uninterrupted run. (A SIGKILL and its
-    resume, on TFRecord shards:
-    :func:`test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exactly`.)"""
-    root, mode = tmp_path / "root", "generator"
-    steps = ("train.steps=12", "train.ckpt_every=3")  # cosine over 12 steps in every run
-    reference = losses(run_here(command(folders, root, mode, tmp_path / "ref", *steps)))
-    term = tmp_path / "term"
-    out = start_and_stop(
-        command(folders, root, mode, term, *steps), re.compile(r"step 4/"), signal.SIGTERM
-    )
-    assert sorted(reference) == list(range(1, 13))
-    if "stopped by SIGTERM" in out:  # (a fast machine may have finished all 12 steps)
-        assert "SIGTERM received: saving a checkpoint" in out
-        resumed = losses(run_to_end(command(folders, root, mode, term, *steps, f"resume={term}")))
-        assert resumed and all(reference[s] == loss for s, loss in resumed.items())
-        assert max(resumed) == 12
-    assert_same_state(tmp_path / "ref", term)
-    assert tb_losses(term) == tb_losses(tmp_path / "ref")
 
 
 def loadable_checkpoints(run_dir: Path) -> list[int]:
@@ -289,14 +247,17 @@ def loadable_checkpoints(run_dir: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exactly(
+def test_sigterm_sigkill_at_random_and_mid_checkpoint_then_resume_completes_exactly(
     folders, tmp_path
 ):
-    """Fault injection: a run checkpointing every step is SIGKILLed at a random moment after
-    its first checkpoint (the seed is printed: rerun with ``SR_FAULT_SEED``), then, resumed,
-    once while a checkpoint's files are written but not yet recorded; after every kill each
-    listed checkpoint loads in full, and the last ``resume=`` ends on the weights and logged
-    losses of one uninterrupted run."""
+    """Preemption and fault injection in ``train.py`` processes on TFRecord shards, one run
+    checkpointing every step: SIGTERM after step 2 makes the loop save where it is and exit 143,
+    its losses those of the uninterrupted run; resumed, it is SIGKILLed at a random moment after
+    its first checkpoint (the seed is printed: rerun with ``SR_FAULT_SEED``), then, resumed
+    again, while a checkpoint's files are written but not yet recorded; after every stop each
+    listed checkpoint loads in full, and the last ``resume=`` (in this process: the kills are
+    the processes' part) ends on the weights and logged losses of one uninterrupted run. (The
+    generator's stream resumed: :func:`test_n_plus_n_steps_equal_2n_steps_bit_for_bit`.)"""
     seed = int(os.environ.get("SR_FAULT_SEED", random.randrange(10**6)))
     print(f"SR_FAULT_SEED={seed}")
     rng = random.Random(seed)
@@ -305,9 +266,29 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     # the uninterrupted run saves its last step only: saving, which reads the state, changes
     # nothing of it (and 19 saves cost it seconds)
     ref_steps = ("train.steps=20", "train.ckpt_every=20", "train.max_to_keep=2")
-    run_here(command(folders, root, "tfrecord", tmp_path / "ref", *ref_steps))
-    saved = re.compile(r"checkpoint .*ckpt-\d+")
+
+    # SIGTERM once step 2 is logged
     cmd = command(folders, root, "tfrecord", run_dir, *steps)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV
+    )
+    lines, deadline = [], time.time() + 300
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(r"step 2/", line) or time.time() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    term, stopped = losses(out), re.search(r"stopped by SIGTERM at step (\d+)", out)
+    if stopped:  # (a fast machine may have finished all 20 steps)
+        assert "SIGTERM received: saving a checkpoint" in out and proc.returncode == 143, out
+        assert loadable_checkpoints(run_dir)[-1] == int(stopped.group(1)) < 20, out
+    else:
+        assert proc.returncode == 0 and max(term) == 20, out
+
+    # resumed, SIGKILLed at a random moment after its first checkpoint
+    saved = re.compile(r"checkpoint .*ckpt-\d+")
+    cmd = command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV
     )
@@ -323,23 +304,27 @@ def test_sigkill_at_random_moments_and_mid_checkpoint_then_resume_completes_exac
     assert loadable_checkpoints(run_dir), "".join(out)
     # killed between writing a checkpoint's files and recording it
     marker = tmp_path / "in-save"
-    cmd = command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}")
     cmd[1] = str(ROOT / "tests" / "pausing_train.py")
     cmd.insert(2, str(marker))
     before = loadable_checkpoints(run_dir)
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV
-    )
+    proc, log = started(cmd, ENV)  # it pauses at the marker: the reference runs meanwhile
+    reference = losses(run_here(command(folders, root, "tfrecord", tmp_path / "ref", *ref_steps)))
     deadline = time.time() + 300
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     proc.kill()
-    out, _ = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    log.seek(0)
+    out = log.read()
+    log.close()
     if before[-1] < 20:  # a run already at its last step saves nothing new
         assert marker.exists(), out
     after = loadable_checkpoints(run_dir)
     assert after[-1] == before[-1]  # the half-recorded checkpoint is not listed
-    out = run_to_end(command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}"))
+    run_here(command(folders, root, "tfrecord", run_dir, *steps, f"resume={run_dir}"))
     assert loadable_checkpoints(run_dir)[-1] == 20
     assert_same_state(tmp_path / "ref", run_dir)
     assert tb_losses(run_dir) == tb_losses(tmp_path / "ref")
+    # the SIGTERMed run's logged losses are the uninterrupted run's
+    assert sorted(reference) == list(range(1, 21)) and term
+    assert all(reference[s] == loss for s, loss in term.items()), (term, reference)

@@ -3,13 +3,13 @@
 Its stream identity holds the degradation's parameters, tuples in the config's dataclass and
 lists once read back from the checkpoint's JSON; compared as they were, they never matched and
 every resume started a new batch stream (issue 37). The identities are now compared in one
-serialised form (``sr.train.data_state.stream_changes``). Checked on the identities, in a tiny
-in-process run, and in ``train.py`` processes SIGKILLed mid-run and resumed: every variable of
-the model, its EMA, both optimizers and the discriminator equals the uninterrupted run's."""
+serialised form (``sr.train.data_state.stream_changes``). Checked on the identities, and in a
+``train.py`` process of a GAN SIGKILLed mid-run and resumed: every variable of the model, its
+EMA, both optimizers and the discriminator equals the uninterrupted run's (runs that are not a
+GAN, in process: ``tests/test_pair_pool.py``)."""
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import time
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from sr.config import build_source
 from sr.train.data_state import identity_json, make_data_state, read_data_state, stream_changes
-from tests.conftest import ROOT, finished, started, write_photos
+from tests.conftest import ROOT, started, write_photos
 from tests.test_resume import ENV, run_here
 
 # what a resumed run's checkpoint holds differently by design: the object graph, the count of
@@ -117,37 +117,20 @@ GAN = ("loss=realesrgan", "discriminator=unet_sn", "discriminator.features=4",
        "~loss.terms.perceptual")  # fmt: skip
 
 
-@pytest.mark.slow
-def test_a_realesrgan_gan_run_resumed_in_process_continues_its_stream(
-    rgb_data, tmp_path, compose, caplog
-):
-    """4 steps of a GAN run on Real-ESRGAN's pairs, stopped after step 2 and resumed, equal 4
-    steps, every variable."""
-    from sr.train.app import run
-    from tests.conftest import stopped_at
-
-    common = (*tiny_realesrgan(rgb_data, tmp_path / "shards"), *GAN, "train.ckpt_every=2")
-    run(compose(*common, "train.steps=4"), tmp_path / "one")
-    two = stopped_at(tmp_path / "one", 2, tmp_path / "two")  # killed after ckpt-2
-    with caplog.at_level(logging.INFO):
-        run(compose(*common, "train.steps=4", f"resume={two}"), two)
-    assert "continuing the checkpoint's batch stream at batch 2" in caplog.text
-    assert "differs from the checkpoint's" not in caplog.text
-    assert_same_checkpoints(
-        tmp_path / "one" / "checkpoints" / "ckpt-4",
-        tmp_path / "two" / "checkpoints" / "ckpt-4",
-        tuple(PARTS),
-    )
+# A run with the degradation in the input pipeline (the default), stopped and resumed in process:
+# tests/test_pair_pool.py::test_a_pooled_run_resumed_in_process_is_bit_identical[tfrecord-input]
+# (Real-ESRGAN's pairs from TFRecord shards, every variable); the GAN's parts: the test below.
 
 
 @pytest.mark.slow
 def test_a_realesrgan_gan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_path):
     """The way it failed: ``train.py`` SIGKILLed just after its checkpoint of step 3 is
-    recorded (``tests/pausing_train.py --after``), then ``resume=`` to step 6; its last
-    checkpoint equals the uninterrupted run's in every variable. A GAN run with the degradation
-    made in the training step (``degradation.device=accelerator``): the process case of every
-    part; the degradation in the input pipeline (the default) resumes exactly in process
-    (:func:`test_a_realesrgan_gan_run_resumed_in_process_continues_its_stream`)."""
+    recorded (``tests/pausing_train.py --after``), then ``resume=`` to step 6 (in this
+    process: the kill is the process's part); its last checkpoint equals the uninterrupted
+    run's in every variable of every part. A GAN run with the degradation made in the training
+    step (``degradation.device=accelerator``); the degradation in the input pipeline (the
+    default) resumes exactly in process: ``tests/test_pair_pool.py``'s
+    ``test_a_pooled_run_resumed_in_process_is_bit_identical``."""
     args = (*tiny_realesrgan(rgb_data, tmp_path / "shards"), *GAN,
             "degradation.device=accelerator", "train.steps=6", "train.ckpt_every=3",
             "train.deterministic_ops=true")  # fmt: skip
@@ -171,7 +154,7 @@ def test_a_realesrgan_gan_run_sigkilled_mid_run_resumes_exactly(rgb_data, tmp_pa
     out = log.read()
     log.close()
     assert marker.exists() and proc.returncode == -signal.SIGKILL, out
-    out = finished(started(command(kill, f"resume={kill}"), ENV))
+    out = run_here(command(kill, f"resume={kill}"))
     assert f"resumed from {kill / 'checkpoints' / 'ckpt-3'} at step 3" in out, out
     assert "continuing the checkpoint's batch stream at batch 3" in out, out
     assert "not exact" not in out and "not exact" not in reference
