@@ -41,6 +41,24 @@ def runs(tmp_path_factory):
     return {name: make_run(compose, root / name, overrides=o) for name, o in MODELS.items()}
 
 
+@pytest.fixture(scope="module")
+def exported(runs, tmp_path_factory):
+    """``exported(name, fmt, size)``: the folder of export.py's export of ``runs[name]`` (written
+    and checked once per module: the tests that only read an export share it)."""
+    root = tmp_path_factory.mktemp("shared_exports")
+    done = {}
+
+    def get(name: str, fmt: str, size: int):
+        out = root / f"{name}_{fmt}_{size}"
+        if out not in done:
+            argv = [str(runs[name]), str(out), "--format", fmt, "--size", str(size)]
+            done[out] = export.main(argv)
+        assert done[out] == 0
+        return out
+
+    return get
+
+
 def keras_out(run, x):
     model, _, _ = load_model_from_run(run)
     return model(x, training=False).numpy()
@@ -49,12 +67,11 @@ def keras_out(run, x):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("fmt", ["onnx", "tflite"])
-def test_export_agrees_with_keras_at_every_size(runs, tmp_path, name, fmt):
+def test_export_agrees_with_keras_at_every_size(runs, exported, name, fmt):
     """Written, checked (>= 45 dB, in fact float rounding), and equal to Keras at the sizes the
     docs promise: ONNX any size; TFLite its size, and larger inputs through its windows."""
-    out, size = tmp_path / "export", SIZES[name]
-    argv = [str(runs[name]), str(out), "--format", fmt, "--size", str(size)]
-    assert export.main(argv) == 0
+    size = SIZES[name]
+    out = exported(name, fmt, size)
     record = json.loads((out / "export.json").read_text())
     assert record["check"]["psnr_db"] >= 45 and record["check"]["threshold_db"] == 45
     assert (out / record["file"]).stat().st_size == record["bytes"] > 1000
@@ -70,13 +87,11 @@ def test_export_agrees_with_keras_at_every_size(runs, tmp_path, name, fmt):
 
 
 @pytest.mark.slow
-def test_tflite_runs_an_input_smaller_than_its_size_at_its_own(runs, tmp_path):
+def test_tflite_runs_an_input_smaller_than_its_size_at_its_own(runs, exported):
     """A smaller input runs at its own size (the interpreter resized), not mirrored to the
     export's: equal to Keras at its bottom and right edges too (every convolution pads with
     zeros there, as in Keras; mirrored, they differed: tests/test_export_windows.py)."""
-    out = tmp_path / "export"
-    argv = [str(runs["edsr_lite"]), str(out), "--format", "tflite", "--size", "32"]
-    assert export.main(argv) == 0
+    out = exported("edsr_lite", "tflite", 32)
     y = photo("camera")[200:217, 200:223].astype(np.float32) / 255.0
     x = y[np.newaxis, :, :, np.newaxis]
     got, expected = Exported(out)(x).numpy(), keras_out(runs["edsr_lite"], x)
@@ -99,11 +114,10 @@ def test_windows_cover_the_image_once_with_the_margin():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["onnx", "tflite"])
-def test_upscale_with_a_backend_gives_the_keras_pixels(runs, tmp_path, backend):
+def test_upscale_with_a_backend_gives_the_keras_pixels(runs, exported, tmp_path, backend):
     """upscale.py --backend on an RGB and a gray image: the keras backend's pixels (8-bit
     rounding ties aside)."""
-    run, out = runs["edsr_lite"], tmp_path / "export"
-    assert export.main([str(run), str(out), "--format", backend, "--size", "32"]) == 0
+    run, out = runs["edsr_lite"], exported("edsr_lite", backend, 32)
     images = tmp_path / "in"
     images.mkdir()
     Image.fromarray(np.ascontiguousarray(photo("astronaut")[:50, :70])).save(images / "rgb.png")
@@ -198,40 +212,46 @@ def test_a_runtime_output_of_another_shape_is_an_error(tmp_path):
 
 @pytest.mark.slow
 def test_an_onnx_conversion_of_the_wrong_rank_is_done_again_then_refused(
-    runs, tmp_path, monkeypatch
+    exported, tmp_path, monkeypatch
 ):
     """tf2onnx now and then drops the output's final Squeeze (a 5-D file): such a conversion is
-    redone, and after ONNX_ATTEMPTS wrong ones the export is refused and nothing written."""
+    redone, and after ONNX_ATTEMPTS wrong ones the export is refused and nothing written. The
+    redone conversions are of a one-convolution model (tf2onnx's work, a smaller graph); the
+    tiny EDSR's own export declares rank 4."""
+    import keras
+
     import sr.deploy
     import sr.deploy.export
 
-    model, _, _ = load_model_from_run(runs["edsr_lite"])
-    model(np.zeros((1, 16, 16, 1), np.float32))
-    path = tmp_path / "model.onnx"
-    sr.deploy.to_onnx(model, path)
-    assert sr.deploy.export.onnx_output_rank(path) == 4
+    onnx_file = exported("edsr_lite", "onnx", 32) / "model.onnx"
+    assert sr.deploy.export.onnx_output_rank(onnx_file) == 4
 
+    lr = keras.Input((None, None, 1))
+    model = keras.Model(lr, keras.layers.Conv2D(1, 3, padding="same")(lr))
+    model(np.zeros((1, 16, 16, 1), np.float32))  # Keras exports need a call
+    path = tmp_path / "model.onnx"
     ranks = iter([5, 4])  # the first conversion is wrong, the second right
     monkeypatch.setattr(sr.deploy.export, "onnx_output_rank", lambda p: next(ranks))
     sr.deploy.to_onnx(model, path)
     assert next(ranks, "used") == "used"
 
-    monkeypatch.setattr(sr.deploy.export, "onnx_output_rank", lambda p: 5)
+    calls = []
+    monkeypatch.setattr(sr.deploy.export, "onnx_output_rank", lambda p: calls.append(p) or 5)
     out = tmp_path / "refused"
     with pytest.raises(ExportCheckError, match=r"rank 5 for a model of rank 4, 3 times"):
         sr.deploy.export_model(model, out, "onnx", 4)
+    assert len(calls) == 3
     assert not out.exists() and not list(tmp_path.glob(".refused*"))
 
 
 @pytest.fixture(scope="module")
-def exports(runs, tmp_path_factory):
-    """A TFLite export of the tiny EDSR at a side of 96 (larger than the default tiles' edge
-    bands below) and an ONNX export."""
-    root = tmp_path_factory.mktemp("exports")
-    for fmt, size in (("tflite", "96"), ("onnx", "32")):
-        argv = [str(runs["edsr_lite"]), str(root / fmt), "--format", fmt, "--size", size]
-        assert export.main(argv) == 0
-    return root
+def exports(exported):
+    """``{format: folder}``: a TFLite export of the tiny EDSR at a side of 96 (larger than the
+    default tiles' edge bands below) and an ONNX export."""
+    return {
+        "tflite": exported("edsr_lite", "tflite", 96),
+        "onnx": exported("edsr_lite", "onnx", 32),
+    }
 
 
 @pytest.mark.slow
@@ -246,7 +266,7 @@ def test_tflite_tiles_give_the_keras_pixels_at_every_tile(runs, exports):
     image = np.ascontiguousarray(photo("astronaut")[100:370, 50:350])  # 270x300 RGB
     model, cfg, _ = load_model_from_run(runs["edsr_lite"])
     expected = Upscaler(model, int(cfg.data.scale))(image, tile=0).astype(int)
-    exported = Exported(exports / "tflite")
+    exported = Exported(exports["tflite"])
     assert exported.input_size == 96
     tiled = Upscaler(exported, exported.scale, overlap=exported.overlap)  # as upscale.py
     for tile in (DEFAULT_TILE, 100, 0):
@@ -274,7 +294,7 @@ def test_a_damaged_export_names_the_file_and_the_fix(exports, tmp_path, capsys, 
     from sr.core.runfiles import RunFileError
 
     folder = tmp_path / "export"
-    shutil.copytree(exports / fmt, folder)
+    shutil.copytree(exports[fmt], folder)
     record = json.loads((folder / "export.json").read_text())
     model = folder / record["file"]
     model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])

@@ -145,10 +145,10 @@ def test_train_evaluate_upscale(folders, tmp_path, compose, model, mode, channel
         *(shards if mode == "tfrecord" else []),
         f"data.channels={channels}",
         "data.batch_size=4",
-        "train.steps=4",
-        "train.val_every=4",
-        "train.ckpt_every=4",
-        "train.log_every=2",
+        "train.steps=2",
+        "train.val_every=2",
+        "train.ckpt_every=2",
+        "train.log_every=1",
     )
     run_dir = tmp_path / "run"
     result = run(cfg, run_dir)

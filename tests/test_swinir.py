@@ -245,12 +245,13 @@ def check_exports(layout, name: str, tmp_path, formats=("tflite", "onnx")) -> No
 
 @pytest.mark.slow
 def test_tflite_and_onnx_exports_reach_45_db_against_pytorch(tmp_path):
-    check_exports(swinir, "swinir_tiny", tmp_path)
-
-
-@pytest.mark.slow
-def test_tflite_export_of_the_real_world_upsampler_reaches_45_db_against_pytorch(tmp_path):
-    check_exports(swinir, "swinir_real_tiny", tmp_path, ("tflite",))
+    """The real-world fixture (window attention on an input whose sides are not multiples of
+    the window, and the nearest+conv upsampler) exported to TFLite and ONNX. The classical
+    fixture's pixelshuffle upsampler, the only part it has that this one has not, is converted
+    in tests/test_hat.py::test_tflite_export_reaches_45_db_against_pytorch (HAT's upsampler is
+    SwinIR's) and tests/test_deploy.py::test_export_agrees_with_keras_at_every_size (both
+    formats)."""
+    check_exports(swinir, "swinir_real_tiny", tmp_path)
 
 
 @pytest.mark.torch
