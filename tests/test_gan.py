@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 
 import keras
@@ -347,25 +346,31 @@ def test_the_guard_of_a_gan_judges_psnr_against_its_start_and_pixel_loss_spikes(
 
 
 @pytest.mark.slow
-def test_a_destroyed_discriminator_rolls_back_then_stops_train_py_with_exit_4(gan_data, tmp_path):
+def test_a_destroyed_discriminator_rolls_back_then_stops_train_py_with_exit_4(
+    gan_data, tmp_path, compose, caplog
+):
     """The issue's case as a user runs it: ``train.py`` with ``discriminator.lr=1e3``, whose
     loss leaves its balance (1.39) for millions in the second step. Before, the run ended with
     exit 0 and no word; now the discriminator's explosion rolls back to ckpt-1 and, diverging
-    again, stops the run with exit code 4, the advice naming the discriminator's keys."""
-    import subprocess
-    import sys
+    again, stops the run with exit code 4, the advice naming the discriminator's keys. Run in
+    this process through train.py's ``train`` (the exit code its ``main`` exits with, and the
+    messages it logs); that exit code 4 reaches the shell as the process's: test_guard.py's
+    train.py run with ``train.guard_max_rollbacks=1``."""
+    import importlib.util
 
     from tests.conftest import ROOT
 
-    cmd = [
-        sys.executable, str(ROOT / "train.py"), *tiny(gan_data, tmp_path, "data.val_dir=null"),
-        *GAN, "discriminator.lr=1e3", "train.steps=4", "train.log_every=1", "train.ckpt_every=1",
-        "train.guard_max_rollbacks=1", f"hydra.run.dir={tmp_path / 'run'}",
-    ]  # fmt: skip
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 4, log[-3000:]
+    spec = importlib.util.spec_from_file_location("train_script", ROOT / "train.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    cfg = compose(
+        *tiny(gan_data, tmp_path, "data.val_dir=null"), *GAN, "discriminator.lr=1e3",
+        "train.steps=4", "train.log_every=1", "train.ckpt_every=1", "train.guard_max_rollbacks=1",
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        code, final = script.train(cfg, tmp_path / "run")
+    log = caplog.text
+    assert code == 4 and final == {}, log[-3000:]
     assert "discriminator explosion: its mean loss in the window to step 2" in log
     assert "Rollback 1 of train.guard_max_rollbacks=1: restored checkpoints/ckpt-1" in log
     assert "the run diverged at step 2" in log

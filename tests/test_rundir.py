@@ -79,23 +79,18 @@ def trained(folders, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def refused(folders, trained) -> tuple[dict[str, bytes], dict[str, tuple[int, str]]]:
-    """Two train.py runs given the finished run that must be refused at start-up, started
-    together (their TensorFlow start-ups overlap on two cores): the run's files before them,
-    and each run's (exit code, output). ``tf_config``: a malformed TF_CONFIG with
-    ``hydra.run.dir=`` the run; ``another_model``: ``resume=`` it with another model."""
+def refused(folders, trained) -> tuple[dict[str, bytes], tuple[int, str]]:
+    """A train.py run given the finished run that must be refused at start-up (a malformed
+    TF_CONFIG with ``hydra.run.dir=`` the run): the run's files before it, and its (exit code,
+    output)."""
     before = snapshot(trained)
-    procs = {
-        "tf_config": start_train(
-            folders,
-            "train.strategy=multi_worker",
-            run_dir=trained,
-            env={"TF_CONFIG": '{"cluster": {"worker": ['},
-        ),
-        "another_model": start_train(folders, f"resume={trained}", "model=edsr_lite"),
-    }
-    outs = {name: proc.communicate(timeout=300)[0] for name, proc in procs.items()}
-    return before, {name: (procs[name].returncode, out) for name, out in outs.items()}
+    code, out = train(
+        folders,
+        "train.strategy=multi_worker",
+        run_dir=trained,
+        env={"TF_CONFIG": '{"cluster": {"worker": ['},
+    )
+    return before, (code, out)
 
 
 @pytest.mark.slow
@@ -137,8 +132,7 @@ def test_a_start_up_failure_given_a_finished_run_leaves_its_files_byte_identical
     refusal (exit 2) before Hydra writes; every file of the run, ``.hydra/config.yaml`` and
     ``train.log`` included, stays byte-identical (Hydra turned the exception into a warning and
     rewrote them when the guard caught its own errors only)."""
-    before, outs = refused
-    code, out = outs["tf_config"]
+    before, (code, out) = refused
     assert code == 2, out
     assert "error: " in out and "TF_CONFIG" in out
     assert snapshot(trained) == before
@@ -176,16 +170,30 @@ def test_default_run_dirs_composed_in_the_same_second_differ():
 
 
 @pytest.mark.slow
-def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(trained, refused):
+def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(
+    folders, trained, refused, compose
+):
+    """``resume=`` the finished run with another model: refused by the guard train.py's Hydra
+    callback runs before any work (``claim``, in this process; that its refusals reach the
+    terminal with exit code 2 and leave the run's files byte-identical: the train.py runs of
+    test_a_held_directory_is_refused_naming_the_holder_and_left_untouched and
+    test_a_start_up_failure_given_a_finished_run_leaves_its_files_byte_identical)."""
     config = trained / ".hydra" / "config.yaml"
-    before, outs = refused
-    code, out = outs["another_model"]
-    assert code == 2, out
+    before, _ = refused
+    cfg = compose(
+        f"data.hr_dir={folders / 'train'}",
+        f"data.val_dir={folders / 'val'}",
+        *TINY,
+        f"resume={trained}",
+        "model=edsr_lite",
+    )
+    with pytest.raises(RunDirError) as info:
+        claim(cfg, trained)
+    out = str(info.value)
     assert f"resume={trained}: a resume continues the run as it was defined" in out
     assert "model.arch: 'espcn' -> 'edsr'" in out
     assert "model.blocks" not in out  # the keys of the other architecture: its own business
     assert f"train.init_from={trained}" in out
-    assert "parameters" not in out  # refused before any model was built
     assert snapshot(trained) == before  # nothing written: config, logs, lock all unchanged
     assert config.read_bytes() == before[".hydra/config.yaml"]
     model, cfg, step = load_model_from_run(trained)  # what scripts/evaluate.py loads
@@ -313,6 +321,10 @@ def test_a_job_claims_its_directory_at_job_start_and_releases_it_at_job_end(tmp_
 
 @pytest.mark.slow
 def test_a_sweep_holds_each_job_dir_and_a_sweep_into_it_again_is_refused(folders, tmp_path):
+    """A two-job sweep holds its directory and each job's while the job runs; a second sweep
+    into its directory, with ``resume=`` too, while another run holds that directory and the
+    directory of a third job, is refused naming every problem, each job's checkpoints among
+    them, before anything is written."""
     proc = start_sweep(folders, *SWEEP, cwd=tmp_path, log=tmp_path / "first.log")
     seen = None  # (job lock holder, sweep lock holder) seen while a job runs
     while proc.poll() is None and seen is None:
@@ -335,43 +347,38 @@ def test_a_sweep_holds_each_job_dir_and_a_sweep_into_it_again_is_refused(folders
         assert RunDirLock(job_dir).holder() is None  # released at job end
     assert RunDirLock(sweep_dir).holder() is None
 
-    before = snapshot(sweep_dir)
-    code, out = sweep(folders, "train.lr=5e-3,6e-3", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
-    assert code == 2, out
-    for num in (0, 1):
-        job_dir = sweep_dir / str(num)
-        assert (
-            f"error: multirun job directory {job_dir} already holds a run with checkpoints"
-            f" ({job_dir / 'checkpoints' / 'ckpt-2'}): choose another hydra.sweep.dir than"
-            f" {sweep_dir}"
-        ) in out
-        assert f"continue that run alone with python train.py resume={job_dir}" in out
-    assert "Launching" not in out  # refused before the launcher
-    assert snapshot(sweep_dir) == before  # configs, multirun.yaml, logs, locks all unchanged
-
-
-@pytest.mark.slow
-def test_a_resumed_sweep_into_held_directories_is_refused_naming_each_problem(folders, tmp_path):
+    # a second sweep into it, with resume= and its directory and a new job's held by another
+    # run (this process): refused before the launcher, naming each problem, nothing written
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
     run_before = snapshot(run)
-    sweep_dir = tmp_path / "sweep"
-    with RunDirLock(sweep_dir), RunDirLock(sweep_dir / "1"):
+    with RunDirLock(sweep_dir), RunDirLock(sweep_dir / "2"):
         before = snapshot(sweep_dir)
-        overrides = (*SWEEP, f"resume={run}", f"hydra.sweep.dir={sweep_dir}")
+        overrides = ("train.lr=5e-3,6e-3,7e-3", f"resume={run}", f"hydra.sweep.dir={sweep_dir}")
         code, out = sweep(folders, *overrides, cwd=tmp_path)
         assert code == 2, out
+        for num in (0, 1):
+            job_dir = sweep_dir / str(num)
+            assert (
+                f"error: multirun job directory {job_dir} already holds a run with checkpoints"
+                f" ({job_dir / 'checkpoints' / 'ckpt-2'}): choose another hydra.sweep.dir than"
+                f" {sweep_dir}"
+            ) in out
+            assert f"continue that run alone with python train.py resume={job_dir}" in out
         assert f"error: resume={run} cannot be used with --multirun (-m)" in out
         assert "resume each run alone, python train.py resume=<run dir>" in out
         holder = f"is in use by another run: pid {os.getpid()} on host {socket.gethostname()}"
         assert f"error: sweep directory {sweep_dir} {holder}" in out
-        assert f"error: run directory {sweep_dir / '1'} {holder}" in out
+        assert f"error: run directory {sweep_dir / '2'} {holder}" in out
         assert "or choose another hydra.sweep.dir" in out
         assert "Launching" not in out  # refused before the launcher
-        assert snapshot(sweep_dir) == before  # no multirun.yaml, no job folder, no .hydra
-        assert sorted(before) == [LOCK_FILE, f"1/{LOCK_FILE}"]
+        assert snapshot(sweep_dir) == before  # configs, multirun.yaml, logs, locks all unchanged
         assert snapshot(run) == run_before
+
+
+# a resumed sweep into held directories: the second sweep of
+# test_a_sweep_holds_each_job_dir_and_a_sweep_into_it_again_is_refused
 
 
 @pytest.mark.parametrize(

@@ -367,25 +367,25 @@ TIMING = re.compile(r"\] step (\d+)/3  loss [\d.]+  step [\d.]+ ms  data-wait [\
 
 
 @pytest.mark.slow
-def test_train_py_runs_on_the_service(servers, source, folders, tmp_path):
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
+def test_train_py_runs_on_the_service(servers, source, folders, tmp_path, caplog):
+    """train.py's run in this process (``train``: the exit code its ``main`` exits with, and
+    the lines it logs) with ``data.service=`` the servers: its batches come from the service."""
+    from tests.fake_run import load_script
+
+    cfg = compose(
         *_overrides(folders),
         f"data.service={servers}",
         "model=espcn",
         "train.steps=3",
         "train.log_every=1",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    )
+    with caplog.at_level(logging.INFO):
+        code, final = load_script("train", ".").train(cfg, tmp_path / "run")
+    out = caplog.text
+    assert code == 0 and final["step"] == 3, out
     assert [int(m) for m in TIMING.findall(out)] == [1, 2, 3], out
     assert f"tf.data service at {servers}: 2 worker(s)" in out, out  # sent to the service
     assert (tmp_path / "run" / "checkpoints" / "ckpt-3.index").is_file()
-    print([line for line in out.splitlines() if "final step" in line][-1])
 
 
 def test_train_py_refuses_an_unreachable_dispatcher_at_start_up(folders, tmp_path, caplog):

@@ -1,7 +1,7 @@
 """``train.py``'s refusals as a user meets them (issue 37): each a process that exits with code 2
-before any work, naming the key at fault and the fix. The five commands run at once (their
-TensorFlow start-ups overlap on two cores); the in-process checks of each are beside their
-modules' tests (test_config_schemas.py, test_resume_keys.py)."""
+before any work, naming the key at fault and the fix. The four commands run at once (the
+resume, which starts TensorFlow, overlaps the others); the in-process checks of each are beside
+their modules' tests (test_config_schemas.py, test_resume_keys.py)."""
 
 from __future__ import annotations
 
@@ -9,32 +9,15 @@ import subprocess
 import sys
 
 import pytest
-import tensorflow as tf
 
-from sr.loading.checkpoints import best_dir, make_checkpoint
-from sr.loading.models import build_model
 from tests.conftest import ROOT
 from tests.fake_run import TINY, make_run
 from tests.test_resume import ENV
 
 
-def damaged_best(compose, run_dir):
-    """A fake run (ckpt-5 in the rotation) whose ``checkpoints/best/ckpt-5`` is truncated."""
-    make_run(compose, run_dir, steps=(5,))
-    model, step = build_model(compose(*TINY)), tf.Variable(5, dtype=tf.int64)
-    best = tf.train.CheckpointManager(
-        make_checkpoint(model, step=step), str(best_dir(run_dir)), max_to_keep=1
-    )
-    best.save(checkpoint_number=5)
-    data = next(best_dir(run_dir).glob("ckpt-5.data-*"))
-    data.write_bytes(data.read_bytes()[:16])
-    return run_dir
-
-
 @pytest.mark.slow
 def test_train_py_refuses_before_any_work_naming_the_key(compose, tmp_path):
     run_dir = make_run(compose, tmp_path / "run", steps=(5,))
-    damaged = damaged_best(compose, tmp_path / "damaged")
     never = f"data.hr_dir={tmp_path / 'never-read'}"
     cases = {
         "patch": (
@@ -46,11 +29,9 @@ def test_train_py_refuses_before_any_work_naming_the_key(compose, tmp_path):
             f"resume={run_dir} with train.init_from={tmp_path / 'other'}: a resume continues "
             "the run from its own checkpoint",
         ),
-        "damaged": (
-            [*TINY, never, f"train.init_from={damaged}"],
-            "the best checkpoint is damaged: start from another of its checkpoints with "
-            f"train.init_from={damaged}/checkpoints/ckpt-5",
-        ),
+        # a damaged best of train.init_from, refused by the same guard before any work:
+        # test_resume_keys.py's test_a_damaged_best_is_refused_before_any_work_naming_the_init_
+        # from_of_another (the message, nothing written, in process)
         "frames": (
             ["data=sequence", "model=espcn_mf", "data.frames=0"],
             "data.frames must be an integer >= 1, got 0 (model.frames follows it)",
