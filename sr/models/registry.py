@@ -89,6 +89,9 @@ class ModelSpec:
             a scale the upsampler lacks, an RGB mean on one channel), or None; checked when the
             config is (``sr.config.validate``) and before every build.
         legacy_targets: the ``model._target_`` of runs saved before the registry.
+        min_size: the smallest LR side, in pixels, the network takes (RLFN's and OmniSR's
+            ESA: a stride-2 3x3 conv then a 7x7 max pool need 15); a training patch of
+            ``data.patch_size / scale`` below it is refused when the config is checked.
     """
 
     name: str
@@ -100,6 +103,7 @@ class ModelSpec:
     frames: bool = False
     rules: Callable | None = None
     legacy_targets: tuple[str, ...] = ()
+    min_size: int = 1
 
 
 _SPECS: dict[str, ModelSpec] = {}

@@ -11,6 +11,8 @@ from sr.core.schema import bounded
 from sr.models.norms import NORMS, norm_rule
 from sr.models.registry import ModelConfig, ModelSpec, register
 
+MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
+
 
 @dataclass
 class RLFNConfig(ModelConfig):
@@ -40,5 +42,6 @@ SPEC = register(
         rules=rules,
         local=False,  # ESA pools on a grid anchored at the input's corner
         legacy_targets=("sr.models.build_rlfn",),
+        min_size=MIN_SIZE,
     )
 )

@@ -41,8 +41,7 @@ from sr.models.layers import (
     input_mean,
     normalized,
 )
-
-MIN_SIZE = 15  # LR pixels: ESA's stride-2 3x3 conv then 7x7 max pool need 15 x 15
+from sr.models.rlfn import MIN_SIZE  # noqa: F401  (TODO lead: test_efficient_models imports it here)
 
 
 def esa(x, features: int, esa_channels: int = 16):
