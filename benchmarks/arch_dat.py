@@ -5,7 +5,11 @@ of the same batch timed side by side in one process: median of ``--repeat`` step
 warm-up steps each, ratio PyTorch / ours (above 1: ours is faster).
 
     python -m benchmarks.arch_dat [--arch dat|omnisr] [--presets dat_tiny,dat_light]
-        [--batch 2] [--patch 32] [--repeat 5]
+        [--batch 2] [--patch 32] [--repeat 5] [--ms256] [--no-step]
+
+``--ms256`` adds the milliseconds to upscale a 256 x 256 RGB LR image with Keras
+(``benchmarks.arch_swinir.ms_256``: tf.function, batch 1, median of 3 after two warm-ups), the
+README model table's column; ``--no-step`` leaves the training steps out.
 
 The batch and LR patch default to a CPU-sized step (the official recipes train batch 32 of
 64 x 64 LR patches on GPUs); the header gives the CPU (``lscpu``), the threads of both
@@ -131,11 +135,17 @@ def row(arch: str, preset: str, args) -> str:
     rng = np.random.default_rng(0)
     x = rng.random((args.batch, args.patch, args.patch, 3), dtype=np.float32)
     y = rng.random((args.batch, 4 * args.patch, 4 * args.patch, 3), dtype=np.float32)
-    k_ms = timed(keras_step(model), x, y, args.repeat)
-    tx, ty = (torch.from_numpy(np.ascontiguousarray(a.transpose(0, 3, 1, 2))) for a in (x, y))
-    t_ms = timed(torch_step(module), tx, ty, args.repeat)
-    return (f"| {preset} | {ours:,} / {theirs:,} | {k_ms:.0f} | {t_ms:.0f} | "
-            f"{t_ms / k_ms:.2f} |")  # fmt: skip
+    cells = [f"{ours:,} / {theirs:,}"]
+    if args.ms256:
+        from benchmarks.arch_swinir import ms_256
+
+        cells.append(f"{ms_256(model, 3):.0f}")
+    if args.step:
+        k_ms = timed(keras_step(model), x, y, args.repeat)
+        tx, ty = (torch.from_numpy(np.ascontiguousarray(a.transpose(0, 3, 1, 2))) for a in (x, y))
+        t_ms = timed(torch_step(module), tx, ty, args.repeat)
+        cells += [f"{k_ms:.0f}", f"{t_ms:.0f}", f"{t_ms / k_ms:.2f}"]
+    return f"| {preset} | " + " | ".join(cells) + " |"
 
 
 def main(argv=None) -> int:
@@ -145,6 +155,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--patch", type=int, default=32)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--ms256", action="store_true", help="Keras ms per 256 x 256 RGB LR image")
+    p.add_argument("--no-step", dest="step", action="store_false", help="no training steps")
     args = p.parse_args(argv)
     import tensorflow as tf
     import torch
@@ -160,8 +172,10 @@ def main(argv=None) -> int:
         f"\ntraining step, batch {args.batch} of {args.patch}x{args.patch} LR, median of "
         f"{args.repeat}:\n"
     )
-    print("| preset | parameters (ours / PyTorch) | Keras ms | PyTorch ms | PyTorch / ours |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    head = ["parameters (ours / PyTorch)"] + ["ms per 256x256 LR (Keras)"] * args.ms256
+    head += ["Keras ms", "PyTorch ms", "PyTorch / ours"] * args.step
+    print("| preset | " + " | ".join(head) + " |")
+    print("| --- |" + " ---: |" * len(head))
     for preset in presets:
         print(row(args.arch, preset, args), flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")

@@ -47,6 +47,13 @@ ARCHS = ["swinir", "hat", "dat", "omnisr", "rcan", "safmn", "realplksr"]
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "pytorch"
 TRAIN = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "camera", "moon")
 VAL = ("astronaut", "coffee")
+# where a fixture differs from its tiny preset (the message of train.init_from names the keys)
+FIXTURE_KEYS = {
+    "swinir": ["model.upsampler=pixelshuffle"],  # swinir_tiny.safetensors: the classical upsampler
+    "dat": ["model.split=[2,4]", "model.resi_connection=1conv", "model.upsampler=pixelshuffle",
+            "model.img_size=16"],
+    "omnisr": ["model.features=12", "model.groups=1"],
+}  # fmt: skip
 
 
 def write_folder(folder: Path, names, size: int, offset: int) -> Path:
@@ -67,8 +74,9 @@ def cells(arch: str) -> dict[str, list[str]]:
         "generator": ["data=generator"],
         "realesrgan": ["data=generator", "degradation=realesrgan", "data.channels=rgb"],
         "bfloat16": ["data=tfrecord", "train.precision=bfloat16"],
-        "init_from": ["data=tfrecord", "data.channels=rgb", f"train.init_from={init}"],
-    }
+        "init_from": ["data=tfrecord", "data.channels=rgb", f"train.init_from={init}",
+                      *FIXTURE_KEYS.get(arch, [])],
+    }  # fmt: skip
 
 
 def finite_checkpoint(run_dir: Path) -> tuple[int | None, bool]:

@@ -356,13 +356,12 @@ def validate(cfg: DictConfig) -> None:
     validate_train(cfg)
     channels = 3 if OmegaConf.select(cfg, "data.channels", default="y") == "rgb" else 1
     scale = OmegaConf.select(cfg, "data.scale", default=4)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
     try:
-        spec = registry.check_model(
-            OmegaConf.to_container(cfg.model, resolve=True), scale, channels
-        )
+        registry.check_model(model, scale, channels, patch)
     except ConfigError as e:
         raise followed_key_error(e, cfg.model, "model") from None
-    check_patch_fits(cfg, spec, scale)
     if cfg.get("discriminator") is not None:
         check_node(
             OmegaConf.to_container(cfg.discriminator, resolve=True),
@@ -372,24 +371,6 @@ def validate(cfg: DictConfig) -> None:
     check_adversary(cfg)
     check_degradation(cfg)
     check_data(cfg)
-
-
-def check_patch_fits(cfg: DictConfig, spec: registry.ModelSpec, scale: int) -> None:
-    """Refuse an LR training patch (``data.patch_size / scale``) smaller than the model takes
-    (``ModelSpec.min_size``: RLFN's and OmniSR's attention pool needs 15 x 15).
-
-    Raises:
-        ConfigError: naming ``data.patch_size``, the model and the smallest patch it takes.
-    """
-    patch = OmegaConf.select(cfg, "data.patch_size", default=None)
-    if not isinstance(patch, int) or patch // max(1, int(scale)) >= spec.min_size:
-        return
-    lr = patch // scale
-    raise ConfigError(
-        f"data.patch_size={patch} gives {lr} x {lr} LR patches at x{scale}, smaller than "
-        f"model {spec.name} takes ({spec.min_size} x {spec.min_size} LR pixels): "
-        f"use data.patch_size >= {spec.min_size * scale}"
-    )
 
 
 _FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^}]*)?\}")

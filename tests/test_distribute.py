@@ -1,6 +1,8 @@
 """Scale out, proved on CPU: MirroredStrategy on 2 logical CPUs computes what one device computes,
 two local workers (``TF_CONFIG``) train and resume through the real ``train.py`` on their own
-shares of the data, and the start-up errors name the value and the fix."""
+shares of the data, and the start-up errors name the value and the fix. The checks on 2 logical
+CPUs (XLA, clipping, Real-ESRGAN's pair pool per replica, a diverging resume) share one fresh
+process (:data:`TWO_CPUS`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from sr.train.distribute import (
     local_cluster,
     tf_config,
 )
-from tests.conftest import ROOT, finished, started
+from tests.conftest import ROOT, started
 
 LOSS = re.compile(r"step (\d+)/\d+  loss ([\d.]+)")
 SHARE = re.compile(r"input pipeline (\d) of 2 reads (images|shard files) ([\d, ]+) of (\d+)")
@@ -51,13 +53,6 @@ def train_cmd(folders, root: Path, mode: str, run_dir: Path, *extra: str) -> lis
     return cmd
 
 
-def run(cmd, env=ENV, code=0) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == code, out
-    return out
-
-
 def state(run_dir: Path) -> dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run_dir / "checkpoints")))
     keys = [
@@ -67,33 +62,200 @@ def state(run_dir: Path) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------------------------
-# MirroredStrategy on 2 logical CPUs = one device
+# Two logical CPUs: one fresh process (logical CPUs are set before TensorFlow's devices start)
+# runs every check that needs them, one after the other, each in a section of its output
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
-    """The same 6 steps, global batch 8, the same batches (flips off: a replica's flips are
-    seeded by its own batch number), op determinism: 2 replicas of 4 against 1 of 8. The
-    gradients differ only in float32 summation order (each replica sums its 4 examples, then
-    the all-reduce adds the two sums), so the weights agree within float32 rounding amplified by
-    Adam over the steps; measured here: about 1e-7 absolute, asserted below 1e-5."""
-    common = (
-        "data.deterministic=true",
-        "data.flips=none",
-        "train.deterministic_ops=true",
-        "train.steps=6",
-        "train.lr_schedule=constant",
+# the checks of the tests below, in one process: a second TensorFlow start-up would add nothing.
+# Each check's output lies between "@@ begin NAME" and "@@ end NAME RESULT" (RESULT: JSON, or
+# "failed" after its traceback); op determinism goes off after each, as after a test
+# (tests/conftest.py). The last check runs train.py itself as __main__: the process's exit code
+# is train.py's.
+TWO_CPUS = r"""
+import importlib.util, json, logging, runpy, shutil, sys, traceback
+from pathlib import Path
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+logging.getLogger("absl").setLevel(logging.WARNING)
+from omegaconf import OmegaConf
+from tensorflow.python.framework import config as tf_config
+from sr.config import compose
+from sr.train.app import run
+from tests.conftest import ROOT, stopped_at
+spec, tmp = json.loads(sys.argv[1]), Path(sys.argv[2])
+
+
+def fresh_collective_keys():
+    # Each check's strategies get their own collective keys: strategies of one process number
+    # their all-reduces alike, and an all-reduce of one model meets another's shapes under the
+    # same key. No public API sets the base: this is the class attribute TensorFlow's own tests
+    # bump; if TensorFlow renames it, `+=` raises AttributeError and every check here fails.
+    tf.distribute.MirroredStrategy._collective_key_base += 1000
+
+
+def check(name, fn):
+    fresh_collective_keys()
+    print(f"@@ begin {name}", flush=True)
+    try:
+        result = fn()
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+        result = "failed"
+    print(f"@@ end {name} {json.dumps(result)}", flush=True)
+    if tf_config.is_op_determinism_enabled():
+        tf_config.disable_op_determinism()
+
+
+def clip():  # each replica a share of a gradient of norm 13, clipped to 6.5
+    from sr.train.step import clip_by_global_norm
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    whole = [tf.constant([3.0, 4.0]), tf.constant([12.0])]
+    halves = strategy.experimental_distribute_values_from_function(
+        lambda ctx: [g * (0.25 if ctx.replica_id_in_sync_group == 0 else 0.75) for g in whole]
     )
+    out = strategy.run(lambda g: clip_by_global_norm(g, 6.5, tf.constant(1.0)), args=(halves,))
+    return [strategy.reduce("SUM", o, axis=None).numpy().tolist() for o in out]
+
+
+def split():  # train.py's train(): its exit code for the refusal
+    path = ROOT / "train.py"
+    script_spec = importlib.util.spec_from_file_location("train_script", path)
+    script = importlib.util.module_from_spec(script_spec)
+    script_spec.loader.exec_module(script)
+    return script.train(compose(*spec["split"]), tmp / "split")[0]
+
+
+def pool():  # the uninterrupted run, its copy as if killed after ckpt-3, resume= from that copy
+    run(compose(*spec["pool"]), tmp / "pool_ref")
+    two = stopped_at(tmp / "pool_ref", 3, tmp / "pool_two")
+    run(compose(*spec["pool"], f"resume={two}"), two)
+
+
+def good():  # the good start of the diverging resume, its config saved as train.py saves it
+    cfg = compose(*spec["good"])
+    run(cfg, tmp / "diverge")
+    (tmp / "diverge" / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp / "diverge" / ".hydra" / "config.yaml")
+    shutil.copytree(tmp / "diverge" / "checkpoints" / "best", tmp / "best_before")
+
+
+check("clip", clip)
+check("mirrored", lambda: run(compose(*spec["mirrored"]), tmp / "mirrored") and None)
+check("split", split)
+check("pool", pool)
+check("xla", lambda: run(compose(*spec["xla"]), tmp / "xla") and None)
+check("good", good)
+fresh_collective_keys()
+print("@@ begin diverge", flush=True)  # to the end: train.py's exit code is the process's
+sys.argv = [str(ROOT / "train.py"), *spec["diverge"]]
+runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+"""
+
+MIRRORED_COMMON = (
+    "data.deterministic=true",
+    "data.flips=none",
+    "train.deterministic_ops=true",
+    "train.steps=6",
+    "train.lr_schedule=constant",
+)
+MIRRORED = ("train.strategy=mirrored", "train.logical_cpus=2")
+
+
+def overrides(cmd: list[str]) -> list[str]:
+    """The overrides of a :func:`train_cmd` command, without ``hydra.*``."""
+    return [a for a in cmd[2:] if not a.startswith("hydra.")]
+
+
+class TwoCpus:
+    """The process of :data:`TWO_CPUS`, running in the background until a test reads it."""
+
+    def __init__(self, folders, tmp: Path):
+        from tests.test_guard import diverging_start
+        from tests.test_pair_pool import two_replica_pool
+
+        self.tmp = tmp
+        self.good = diverging_start(folders)
+        spec = {
+            "mirrored": overrides(
+                train_cmd(folders, tmp / "root", "tfrecord", tmp, *MIRRORED_COMMON, *MIRRORED)
+            ),
+            "split": [
+                *overrides(train_cmd(folders, tmp / "root", "generator", tmp)),
+                "data.batch_size=7", *MIRRORED,
+            ],
+            "pool": list(two_replica_pool(folders)),
+            "xla": overrides(train_cmd(
+                folders, tmp / "root", "generator", tmp, *MIRRORED, "train.xla=true",
+                "train.steps=2", "train.precision=bfloat16", "degradation=realesrgan",
+                "degradation.device=accelerator", "data.channels=rgb", "data.patch_size=32",
+            )),
+            "good": [*self.good, "train.steps=20"],
+            "diverge": [
+                *self.good, "train.steps=60", "train.lr=0.5", "train.lr_schedule=constant",
+                "train.guard_max_rollbacks=1", f"resume={tmp / 'diverge'}", *MIRRORED,
+            ],
+        }  # fmt: skip
+        cmd = [sys.executable, "-c", TWO_CPUS, json.dumps(spec), str(tmp)]
+        self.proc, self.log = started(cmd, dict(ENV, PYTHONPATH=str(ROOT)))
+        self._out: str | None = None
+
+    @property
+    def out(self) -> str:
+        """The whole output, once the process has ended."""
+        if self._out is None:
+            try:
+                self.proc.wait(timeout=900)
+            finally:
+                self.stop()
+        return self._out
+
+    @property
+    def returncode(self) -> int:
+        self.out  # noqa: B018  (waits for the end)
+        return self.proc.returncode
+
+    def section(self, name: str):
+        """``(output, result)`` of the check ``name``; fails the test if it raised."""
+        found = re.search(rf"@@ begin {name}\n(.*?)@@ end {name} ([^\n]*)\n", self.out, re.S)
+        assert found, self.out[-5000:]
+        assert found.group(2) != '"failed"', found.group(1)[-5000:]
+        return found.group(1), json.loads(found.group(2))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self._out is None:
+            self.log.seek(0)
+            self._out = self.log.read()
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def two_cpus(folders, tmp_path_factory):
+    """:data:`TWO_CPUS` started on the first test that asks (its runs go on meanwhile)."""
+    process = TwoCpus(folders, tmp_path_factory.mktemp("two_cpus"))
+    yield process
+    process.stop()
+
+
+@pytest.mark.slow
+def test_mirrored_on_two_logical_cpus_matches_one_device(folders, two_cpus, tmp_path):
+    """The same 6 steps, global batch 8, the same batches (flips off: a replica's flips are
+    seeded by its own batch number), op determinism: 2 replicas of 4 (:data:`TWO_CPUS`) against
+    1 of 8. The gradients differ only in float32 summation order (each replica sums its 4
+    examples, then the all-reduce adds the two sums), so the weights agree within float32
+    rounding amplified by Adam over the steps; measured here: about 1e-7 absolute, asserted
+    below 1e-5."""
     from tests.test_guard import logged_losses
     from tests.test_resume import run_here
 
-    root = tmp_path / "root"
-    mirrored = ("train.strategy=mirrored", "train.logical_cpus=2")
-    # the replicas need a process (logical CPUs are set before TensorFlow starts); one device
-    # trains in this one meanwhile
-    proc = started(train_cmd(folders, root, "tfrecord", tmp_path / "two", *common, *mirrored), ENV)
+    root = two_cpus.tmp / "root"  # the shards the replicas read (their writes are locked)
+    # one device trains in this process while the replicas train in theirs
     for name, extra in (("one", ()), ("seed1", ("data.seed=1",))):
-        run_here(train_cmd(folders, root, "tfrecord", tmp_path / name, *common, *extra))
-    two = finished(proc)
+        run_here(train_cmd(folders, root, "tfrecord", tmp_path / name, *MIRRORED_COMMON, *extra))
+    two, _ = two_cpus.section("mirrored")
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in two
     curve_one = dict(logged_losses(tmp_path / "one"))
     curve_two = {int(s): float(v) for s, v in LOSS.findall(two)}
@@ -101,7 +263,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
     print("loss, 2 replicas:", curve_two)
     assert sorted(curve_one) == sorted(curve_two) == list(range(1, 7))
     assert all(abs(curve_one[s] - curve_two[s]) <= 2e-5 for s in curve_one)
-    a, b = state(tmp_path / "one"), state(tmp_path / "two")
+    a, b = state(tmp_path / "one"), state(two_cpus.tmp / "mirrored")
     assert a.keys() == b.keys() and len(a) > 10
     worst = max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
     print(f"largest weight or optimizer difference after 6 steps: {worst:.3g}")
@@ -116,8 +278,8 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(folders, tmp_path):
 
 
 @pytest.mark.slow
-def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
-    """``train.py`` under ``MirroredStrategy`` over 2 logical CPUs with XLA, in
+def test_xla_inside_the_mirrored_strategy(two_cpus):
+    """A run under ``MirroredStrategy`` over 2 logical CPUs with XLA (:data:`TWO_CPUS`), in
     ``train.precision=bfloat16`` (the end-to-end run of tests/test_precision.py): the replicas'
     forward and backward passes are XLA clusters; the optimizer's cross-replica update is not
     (TensorFlow refuses variables of other devices inside a cluster); Real-ESRGAN's degradation
@@ -125,17 +287,90 @@ def test_xla_inside_the_mirrored_strategy(folders, tmp_path):
     the XLA clusters (its sizes are drawn)."""
     from tests.test_precision import assert_precision_logged
 
-    out = run(
-        train_cmd(
-            folders, tmp_path / "root", "generator", tmp_path / "run",
-            "train.strategy=mirrored", "train.logical_cpus=2", "train.xla=true", "train.steps=2",
-            "train.precision=bfloat16", "degradation=realesrgan", "degradation.device=accelerator",
-            "data.channels=rgb", "data.patch_size=32",
-        )
-    )  # fmt: skip
+    out, _ = two_cpus.section("xla")
     assert "MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in out and "final step 2:" in out
     assert [int(s) for s, _ in LOSS.findall(out)] == [1, 2]
     assert_precision_logged(out)
+
+
+@pytest.mark.slow
+def test_a_batch_that_does_not_split_over_the_replicas_is_refused(two_cpus):
+    """train.py's ``train`` on 2 replicas with a global batch of 7 (:data:`TWO_CPUS`): exit code
+    2, naming the batch and the sizes that split, before any model is built."""
+    out, code = two_cpus.section("split")
+    assert code == 2, out
+    assert "data.batch_size=7 (the global batch) does not split over the 2 replicas" in out
+    assert "use 6 or 8" in out
+    assert "parameters" not in out  # before any model was built
+
+
+@pytest.mark.slow
+def test_clipping_under_two_replicas_clips_the_summed_gradient(two_cpus):
+    """Two replicas each holding a share of a gradient of norm 13, clipped to 6.5
+    (:data:`TWO_CPUS`): the factor is the summed gradient's (0.5), so the optimizer's sum of the
+    clipped shares is the clipped whole, as on one replica (clipping each share by its own norm
+    would give another sum). One replica: tests/test_guard.py."""
+    _, summed = two_cpus.section("clip")
+    np.testing.assert_allclose(summed[0], [1.5, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(summed[1], [6.0], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_replicas_keep_a_pool_each_and_resume_it(two_cpus):
+    """Real-ESRGAN's pair pool (``tests/test_pair_pool.py``) on 2 logical CPUs
+    (``train.strategy=mirrored``), the pool on the accelerator: one pool per replica, both in
+    the checkpoint (``data/pool/replica_0``, ``_1``), each with pairs of its own; 6 steps
+    stopped after step 3 (a copy of the run, its later checkpoint deleted:
+    ``tests.conftest.stopped_at``), then ``resume=`` to 6, equal 6 steps in one run
+    (:data:`TWO_CPUS`)."""
+    from tests.test_resume_realesrgan import assert_same_checkpoints
+
+    out, _ = two_cpus.section("pool")
+    runs = out.split("final step 6:")  # the uninterrupted run's output, the resumed one's
+    assert len(runs) == 3 and all("MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in r
+                                  for r in runs[:2]), out  # fmt: skip
+    assert "continuing the checkpoint's batch stream at batch 3" in out, out
+    one, two = (two_cpus.tmp / d / "checkpoints" / "ckpt-6" for d in ("pool_ref", "pool_two"))
+    assert_same_checkpoints(one, two, ("model", "optimizer"))
+    reader = tf.train.load_checkpoint(str(one))
+    slots = [
+        reader.get_tensor(f"data/pool/replica_{k}/slots/1/.ATTRIBUTES/VARIABLE_VALUE")
+        for k in (0, 1)
+    ]
+    assert slots[0].shape == (8, 32, 32, 3) and slots[0].dtype == np.uint8
+    assert not np.array_equal(*slots)  # each replica pools its own batches
+
+
+@pytest.mark.slow
+def test_a_diverging_resume_on_two_replicas_rolls_back_keeps_best_and_exits_4(two_cpus):
+    """A good start, then ``resume=`` with ``train.lr=0.5`` on 2 replicas of the mirrored
+    strategy, through train.py run as ``__main__`` (:data:`TWO_CPUS`'s last check, so that the
+    process's exit code is train.py's): the guard rolls back (logged), gives up after
+    ``train.guard_max_rollbacks`` with exit code 4 naming checkpoints/best, which is unchanged
+    and loadable; every checkpoint left is finite and the suspect ones are gone. On one device,
+    in process: tests/test_guard.py's
+    ``test_a_resume_at_a_diverging_rate_is_caught_before_guard_from``."""
+    from sr.config import compose
+    from sr.loading.checkpoints import read_best
+    from sr.loading.models import load_model_from_run
+    from tests.test_faults import assert_all_finite, checkpoint_steps
+
+    two_cpus.section("good")
+    log = two_cpus.out.split("@@ begin diverge\n")[-1]
+    assert two_cpus.returncode == 4, log[-3000:]
+    run_dir = two_cpus.tmp / "diverge"
+    assert "Rollback 1 of train.guard_max_rollbacks=1" in log
+    assert "MirroredStrategy, 2 replica(s)" in log
+    assert "the run diverged at step" in log and "checkpoints/best" in log
+    best = read_best(run_dir)
+    assert best is not None and best["step"] in (10, 20)
+    before = {p.name: p.read_bytes() for p in (two_cpus.tmp / "best_before").iterdir()}
+    after = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
+    assert after == before and "best.json" in after
+    model, _, step = load_model_from_run(run_dir)  # the default: best
+    assert step == best["step"] and model.sr_checkpoint.startswith("best")
+    assert max(checkpoint_steps(run_dir)) == 20  # the diverged checkpoints were deleted
+    assert_all_finite(compose(*two_cpus.good, "train.steps=20"), run_dir)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,22 +498,6 @@ def test_each_input_pipeline_draws_from_its_own_share(folders, tmp_path, compose
 # ------------------------------------------------------------------------------------------------
 # Errors at start-up
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_batch_that_does_not_split_over_the_replicas_is_refused(folders, tmp_path):
-    out = run(
-        [
-            *train_cmd(folders, tmp_path / "root", "generator", tmp_path / "run"),
-            "data.batch_size=7",
-            "train.strategy=mirrored",
-            "train.logical_cpus=2",
-        ],
-        code=2,
-    )
-    assert "data.batch_size=7 (the global batch) does not split over the 2 replicas" in out
-    assert "use 6 or 8" in out
-    assert "parameters" not in out  # before any model was built
-
-
 def test_multi_worker_without_tf_config_and_fewer_shards_than_workers(folders, tmp_path, compose):
     from sr.config import build_source
     from sr.data.tfrecord import ShardError

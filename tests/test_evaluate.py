@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from sr import results as sr_results
 from sr.core.degrade import bicubic_downscale, bicubic_upscale
 from sr.loading.models import load_model_from_run
-from tests.conftest import ROOT, shared_folder
+from tests.conftest import shared_folder
 from tests.fake_run import load_script, make_run, read_scalars
 
 evaluate = load_script("evaluate")
@@ -48,12 +46,12 @@ def check_golden(entry: dict, scale: int, name: str) -> None:
 
 
 @pytest.mark.slow
-def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
+def test_bicubic_x4_golden_figures_through_the_cli(tmp_path, capsys):
+    """The command's ``main`` in this process (a script's process: test_plugins.py's, whose
+    scripts import a plug-in model again)."""
     set5, set14 = shared_folder("Set5"), shared_folder("Set14")
     out = tmp_path / "eval"
-    cmd = [
-        sys.executable,
-        "scripts/evaluate.py",
+    argv = [
         "bicubic",
         str(set5),
         str(set14),
@@ -63,8 +61,9 @@ def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
         str(out),
         "--no-progress",
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    code = evaluate.main(argv)
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
 
     results = json.loads((out / "results.json").read_text())
     assert list(results) == ["Set5", "Set14"]
@@ -72,8 +71,8 @@ def test_bicubic_x4_golden_figures_through_the_cli(tmp_path):
         check_golden(results[name], 4, name)
         assert results[name]["model"] == "bicubic" and results[name]["scale"] == 4
     assert sorted(results["Set14"]["per_image"]) == sorted(p.name for p in set14.iterdir())
-    assert f"| Set5 | bicubic | 5 | {results['Set5']['psnr']:.2f} |" in proc.stdout
-    assert f"| Set14 | bicubic | 14 | {results['Set14']['psnr']:.2f} |" in proc.stdout
+    assert f"| Set5 | bicubic | 5 | {results['Set5']['psnr']:.2f} |" in stdout
+    assert f"| Set14 | bicubic | 14 | {results['Set14']['psnr']:.2f} |" in stdout
 
     with (out / "results.csv").open() as f:
         rows = list(csv.DictReader(f))

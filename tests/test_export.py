@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
 
-from tests.conftest import ROOT, photo
+from tests.conftest import photo
 from tests.fake_run import load_script, make_run
 
 export = load_script("export")
@@ -18,13 +15,14 @@ upscale = load_script("upscale")
 
 
 @pytest.mark.slow
-def test_saved_model_gives_the_output_of_upscale(tmp_path, compose):
+def test_saved_model_gives_the_output_of_upscale(tmp_path, compose, capsys):
+    """The command's ``main`` in this process (a script's process: test_plugins.py's, whose
+    scripts import a plug-in model again)."""
     run = make_run(compose, tmp_path / "run", steps=(5,))
     saved = tmp_path / "saved"
-    cmd = [sys.executable, "scripts/export.py", str(run), str(saved)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "step 5, x4" in proc.stdout and (saved / "saved_model.pb").is_file()
+    assert export.main([str(run), str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "step 5, x4" in out and (saved / "saved_model.pb").is_file()
 
     rgb = np.ascontiguousarray(photo("chelsea")[50:87, 100:145])  # 37x45, odd sizes
     Image.fromarray(rgb).save(tmp_path / "cat.png")

@@ -254,25 +254,25 @@ def final_state(run_dir, step, folder=None) -> dict:
 @pytest.mark.slow
 def test_two_stages_the_second_from_the_firsts_weights(gan_data, tmp_path, compose, caplog):
     """Stage one (L1), stage two from its weights (``train.init_from``) on Real-ESRGAN pairs
-    with the HR as it is for the discriminator, the perceptual term on a random VGG; the GAN
-    run's best checkpoint is chosen by NIQE and holds the discriminator and its optimizer."""
+    with the HR as it is for the discriminator; the GAN run's best checkpoint is chosen by NIQE
+    and holds the discriminator and its optimizer. (Without the perceptual term: a GAN run with
+    it on a random VGG is tests/test_finetune.py::test_finetune_from_released_layouts_end_to_end,
+    its log line tests/test_perceptual.py::test_a_perceptual_run_on_real_esrgan_triples.)"""
     from sr.train.app import run
 
     caplog.set_level(logging.INFO)
     esrnet = tmp_path / "esrnet"
-    cfg = compose(*tiny(gan_data, tmp_path, "train.steps=2"))
+    cfg = compose(*tiny(gan_data, tmp_path, "train.steps=2", "data.val_dir=null"))
     (esrnet / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, esrnet / ".hydra" / "config.yaml")  # as train.py's Hydra writes it
     run(cfg, esrnet)
     stage2 = compose(*tiny(gan_data, tmp_path, "degradation=realesrgan", "train.steps=2"), *GAN,
-                     "++loss.terms.perceptual.vgg_weights=random",
                      f"train.init_from={esrnet}")  # fmt: skip
     final = run(stage2, tmp_path / "esrgan")
     assert f"train.init_from={esrnet}: the live weights" in caplog.text
     # the stage's start, the reference of its validation rule: the init_from weights' PSNR
     start = re.search(r"GAN stage: it starts at ([\d.]+) dB on the validation images", caplog.text)
     assert start and "validation of the train.init_from weights step 0" in caplog.text
-    assert "perceptual term uses a VGG19 with random weights" in caplog.text
     assert np.isfinite(final["val/niqe"]) and final["rollbacks"] == 0
     best = tmp_path / "esrgan" / "checkpoints" / "best"
     record = json.loads((best / "best.json").read_text())
@@ -354,8 +354,8 @@ def test_a_destroyed_discriminator_rolls_back_then_stops_train_py_with_exit_4(
     exit 0 and no word; now the discriminator's explosion rolls back to ckpt-1 and, diverging
     again, stops the run with exit code 4, the advice naming the discriminator's keys. Run in
     this process through train.py's ``train`` (the exit code its ``main`` exits with, and the
-    messages it logs); that exit code 4 reaches the shell as the process's: test_guard.py's
-    train.py run with ``train.guard_max_rollbacks=1``."""
+    messages it logs); that exit code 4 reaches the shell as the process's: test_distribute.py's
+    ``test_a_diverging_resume_on_two_replicas_rolls_back_keeps_best_and_exits_4``."""
     import importlib.util
 
     from tests.conftest import ROOT

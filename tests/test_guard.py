@@ -5,23 +5,18 @@ and ``train.clip_norm``."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
-from omegaconf import OmegaConf
 
 from sr.config import ConfigError, validate_train
 from sr.loading.checkpoints import make_checkpoint, read_best
-from sr.loading.models import build_model, load_model_from_run
+from sr.loading.models import build_model
 from sr.train.guard import DivergenceGuard
 from sr.train.schedule import ScaledSchedule, make_schedule
 from sr.train.step import clip_by_global_norm
-from tests.conftest import ROOT, stopped_at
-from tests.test_faults import assert_all_finite, checkpoint_steps
+from tests.conftest import stopped_at
+from tests.test_faults import checkpoint_steps
 from tests.test_resume import assert_same_state
 
 
@@ -65,33 +60,8 @@ def test_clipping_matches_tf_clip_by_global_norm_and_leaves_small_gradients_alon
         np.testing.assert_allclose(a.numpy() / 1024, b.numpy(), rtol=1e-6)
 
 
-TWO_REPLICAS = """
-import numpy as np, tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from sr.train.step import clip_by_global_norm
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-whole = [tf.constant([3.0, 4.0]), tf.constant([12.0])]  # norm 13
-halves = strategy.experimental_distribute_values_from_function(
-    lambda ctx: [g * (0.25 if ctx.replica_id_in_sync_group == 0 else 0.75) for g in whole]
-)
-out = strategy.run(lambda g: clip_by_global_norm(g, 6.5, tf.constant(1.0)), args=(halves,))
-print([strategy.reduce("SUM", o, axis=None).numpy().tolist() for o in out])
-"""
-
-
-@pytest.mark.slow
-def test_clipping_under_two_replicas_clips_the_summed_gradient():
-    """Two replicas each holding a share of a gradient of norm 13, clipped to 6.5: the factor
-    is the summed gradient's (0.5), so the optimizer's sum of the clipped shares is the clipped
-    whole, as on one replica (clipping each share by its own norm would give another sum)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", TWO_REPLICAS], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summed = json.loads(proc.stdout.strip().splitlines()[-1])
-    np.testing.assert_allclose(summed[0], [1.5, 2.0], rtol=1e-6)
-    np.testing.assert_allclose(summed[1], [6.0], rtol=1e-6)
+# the same clipping under two replicas (the summed gradient's factor): tests/test_distribute.py
+# ::test_clipping_under_two_replicas_clips_the_summed_gradient
 
 
 def test_the_rollback_factor_scales_the_schedule_and_is_exact_at_one(compose):
@@ -258,56 +228,6 @@ def test_a_second_rollback_to_an_older_checkpoint_keeps_counting_and_lowering(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", [["train.strategy=mirrored", "train.logical_cpus=2"]])
-def test_a_diverging_resume_rolls_back_keeps_best_and_exits_4(
-    folders, tmp_path, compose, strategy
-):
-    """A good start, then ``resume=`` with ``train.lr=0.5`` (on one device, and on 2 replicas of
-    the mirrored strategy): the guard rolls back (logged), gives up after
-    ``train.guard_max_rollbacks`` with exit code 4 naming checkpoints/best, which is unchanged
-    and loadable; every checkpoint left is finite and the suspect ones are gone."""
-    from sr.train.app import run
-
-    run_dir = tmp_path / "run"
-    good = [
-        f"data.hr_dir={folders / 'train'}",
-        f"data.val_dir={folders / 'val'}",
-        "data=generator",
-        "data.batch_size=4",
-        *EDSR_TINY,
-        "train.log_every=5",
-        "train.val_every=10",
-        "train.ckpt_every=10",
-        "train.guard_from=0",
-    ]
-    cfg = compose(*good, "train.steps=20")
-    run(cfg, run_dir)
-    (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as train.py writes it
-    best = read_best(run_dir)
-    assert best is not None and best["step"] in (10, 20)
-    before = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
-    cmd = [
-        sys.executable, str(ROOT / "train.py"), *good, "train.steps=60", "train.lr=0.5",
-        "train.lr_schedule=constant", "train.guard_max_rollbacks=1", f"resume={run_dir}",
-        *strategy,
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 4, log[-3000:]
-    assert "Rollback 1 of train.guard_max_rollbacks=1" in log
-    assert "MirroredStrategy, 2 replica(s)" in log  # one device: the in-process tests above
-    assert "the run diverged at step" in log and "checkpoints/best" in log
-    after = {p.name: p.read_bytes() for p in (run_dir / "checkpoints" / "best").iterdir()}
-    assert after == before
-    model, _, step = load_model_from_run(run_dir)  # the default: best
-    assert step == best["step"] and model.sr_checkpoint.startswith("best")
-    assert max(checkpoint_steps(run_dir)) == 20  # the diverged checkpoints were deleted
-    assert_all_finite(cfg, run_dir)
-    assert json.loads((run_dir / "checkpoints" / "best" / "best.json").read_text()) == best
-
-
-@pytest.mark.slow
 def test_clip_norm_reaches_the_update_and_is_recorded_in_hparams(folders, tmp_path, compose):
     """Adam divides the gradient by its own scale, so clipping to 1e-12 (far below Adam's
     epsilon, 1e-7) leaves steps a millionth of the unclipped ones: the key reaches the step.
@@ -364,6 +284,16 @@ def watched(folders, model=EDSR_TINY) -> list[str]:
         "train.val_every=10",
         "train.ckpt_every=10",
     ]
+
+
+def diverging_start(folders) -> list[str]:
+    """Overrides of a good start for a diverging resume, the guard watching from step 0."""
+    return [*watched(folders), "train.guard_from=0"]
+
+
+# a diverging resume on 2 replicas, through train.py (exit code 4, checkpoints/best unchanged
+# and loadable, every checkpoint left finite): tests/test_distribute.py's
+# test_a_diverging_resume_on_two_replicas_rolls_back_keeps_best_and_exits_4
 
 
 @pytest.mark.slow

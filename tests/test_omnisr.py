@@ -27,9 +27,9 @@ from tests.test_dat import (
 )
 
 EXPECTED = {  # what make_omnisr.py made, as detect() must read it back
-    "omnisr_tiny": ({"features": 12, "groups": 2, "blocks": 1, "window_size": 8, "pe": True,
+    "omnisr_tiny": ({"features": 12, "groups": 1, "blocks": 1, "window_size": 8, "pe": True,
                      "bias": True}, 3),
-    "omnisr_nope": ({"features": 8, "groups": 1, "blocks": 2, "window_size": 8, "pe": False,
+    "omnisr_nope": ({"features": 8, "groups": 2, "blocks": 2, "window_size": 8, "pe": False,
                      "bias": False}, 1),
 }  # fmt: skip
 
@@ -71,7 +71,7 @@ def test_missing_and_extra_keys_are_named():
     model = omnisr.build(found)
     state = {k: v for k, v in state.items() if "layer.5.fn.temperature" not in k}
     state["output.extra"] = np.zeros(1, np.float32)
-    with pytest.raises(StateDictError, match="2 missing: .*layer.5.fn.temperature.*1 extra: "
+    with pytest.raises(StateDictError, match="1 missing: .*layer.5.fn.temperature.*1 extra: "
                        "output.extra"):  # fmt: skip
         omnisr.load(model, state, found)
 

@@ -192,7 +192,7 @@ def test_a_pooled_run_resumed_in_process_is_bit_identical(
     """6 steps stopped after step 3 and resumed equal 6, every variable: the pool rebuilt (the
     input pipeline of data=generator), restored with the tf.data iterator (data=tfrecord's
     ``scan`` state) or from the checkpoint (the accelerator's, ``data/pool``). Two replicas on
-    the accelerator, each with its own pool: ``tests/test_pair_pool.py``'s process test. A
+    the accelerator, each with its own pool: :func:`two_replica_pool`. A
     restored tf.data iterator has no slack in its last prefetch (``sr.data.pipeline``: TF
     restores its batches without the time the slack sleeps by; a resumed run here once stopped
     for good after its restored batches)."""
@@ -226,57 +226,13 @@ def test_a_pooled_run_resumed_in_process_is_bit_identical(
     assert bool(pooled) == (device == "accelerator")
 
 
-# the two runs of test_two_replicas_keep_a_pool_each_and_resume_it, in one process (2 logical
-# CPUs need a fresh one; a second TensorFlow start-up would add nothing): the uninterrupted run,
-# its copy as if killed after ckpt-3 (tests.conftest.stopped_at), and resume= from that copy
-TWO_REPLICA_RUNS = """
-import json, logging, sys
-from pathlib import Path
-logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
-logging.getLogger("absl").setLevel(logging.WARNING)
-from sr.config import compose
-from sr.train.app import run
-from tests.conftest import stopped_at
-args, ref, two = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-run(compose(*args), ref)
-stopped_at(ref, 3, two)
-run(compose(*args, f"resume={two}"), two)
-"""
-
-
-@pytest.mark.slow
-def test_two_replicas_keep_a_pool_each_and_resume_it(folders, tmp_path):
-    """A run on 2 logical CPUs (``train.strategy=mirrored``), the pool on the accelerator: one
-    pool per replica, both in the checkpoint (``data/pool/replica_0``, ``_1``), each with pairs
-    of its own; 6 steps stopped after step 3 (a copy of the run, its later checkpoint deleted:
-    ``tests.conftest.stopped_at``), then ``resume=`` to 6, equal 6 steps in one run. Both runs
-    in one fresh process (:data:`TWO_REPLICA_RUNS`; ``train.py`` on 2 logical CPUs:
-    ``tests/test_distribute.py``)."""
-    import json
-    import sys
-
-    from tests.conftest import ROOT, finished, started
-    from tests.test_resume import ENV
-    from tests.test_resume_realesrgan import assert_same_checkpoints
-
-    args = (*rgb_pool(folders, "degradation.device=accelerator", "data.batch_size=4",
+def two_replica_pool(folders) -> tuple[str, ...]:
+    """Overrides of a 6-step run on 2 logical CPUs (``train.strategy=mirrored``) with the pool
+    on the accelerator, checkpointed at step 3: tests/test_distribute.py's
+    ``test_two_replicas_keep_a_pool_each_and_resume_it`` (one pool per replica, resumed
+    exactly), in its one process on 2 logical CPUs."""
+    return (*rgb_pool(folders, "degradation.device=accelerator", "data.batch_size=4",
                       "degradation.pool_size=8"),
             "data.deterministic=true", "model.features=[8,4]", "train.log_every=1",
             "train.lr_schedule=constant", "train.ckpt_every=3", "train.strategy=mirrored",
             "train.logical_cpus=2", "train.steps=6")  # fmt: skip
-    cmd = [sys.executable, "-c", TWO_REPLICA_RUNS, json.dumps(args), str(tmp_path / "ref"),
-           str(tmp_path / "two")]  # fmt: skip
-    out = finished(started(cmd, dict(ENV, PYTHONPATH=str(ROOT))), timeout=600)
-    runs = out.split("final step 6:")  # the uninterrupted run's output, the resumed one's
-    assert len(runs) == 3 and all("MirroredStrategy, 2 replica(s) (CPU:0, CPU:1)" in r
-                                  for r in runs[:2]), out  # fmt: skip
-    assert "continuing the checkpoint's batch stream at batch 3" in out, out
-    one, two = (tmp_path / d / "checkpoints" / "ckpt-6" for d in ("ref", "two"))
-    assert_same_checkpoints(one, two, ("model", "optimizer"))
-    reader = tf.train.load_checkpoint(str(one))
-    slots = [
-        reader.get_tensor(f"data/pool/replica_{k}/slots/1/.ATTRIBUTES/VARIABLE_VALUE")
-        for k in (0, 1)
-    ]
-    assert slots[0].shape == (8, 32, 32, 3) and slots[0].dtype == np.uint8
-    assert not np.array_equal(*slots)  # each replica pools its own batches

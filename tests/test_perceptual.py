@@ -138,7 +138,8 @@ def test_without_a_discriminator_the_gan_terms_target_asks_for_no_hr(compose, fo
 def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
     """The issue's command, in process: ``loss=realesrgan ~loss.terms.gan`` on Real-ESRGAN
     pairs with the HR as it is for the perceptual term (a
-    TypeError at the first step before the fix) trains both terms and logs them."""
+    TypeError at the first step before the fix) trains both terms and logs them; the perceptual
+    term on a VGG19 of random weights (``vgg_weights=random``) says so."""
     from sr.train.app import run
     from tests.conftest import write_photos
 
@@ -154,6 +155,7 @@ def test_a_perceptual_run_on_real_esrgan_triples(tmp_path, compose, caplog):
     final = run(cfg, tmp_path / "run")
     assert final["step"] == 2
     assert "training on the loss terms l1(weight=1" in caplog.text
+    assert "perceptual term uses a VGG19 with random weights" in caplog.text
     terms = [r.getMessage() for r in caplog.records if r.getMessage().startswith("terms: l1")]
     assert len(terms) == 2 and all(float(t.split()[-1]) > 0 for t in terms), terms
 

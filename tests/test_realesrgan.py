@@ -334,12 +334,28 @@ def _pairs(src, batches):
     return [tuple(t.numpy() for t in (stage(*b) if stage else b)) for b in batches]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("device", ["input", "accelerator"])
-def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device):
+def _seeded(folders, tmp_path, device):
+    """The generator's RGB Real-ESRGAN source with libjpeg on ``device`` and its first three
+    batches' pairs from batch 0."""
     src = _source(folders, tmp_path, "generator", "degradation=realesrgan", "data.channels=rgb",
                   f"degradation.device={device}", "degradation.jpeg=libjpeg")  # fmt: skip
-    batches = _pairs(src, [b for b, _ in zip(src.dataset(0), range(3))])
+    return src, _pairs(src, [b for b, _ in zip(src.dataset(0), range(3))])
+
+
+@pytest.fixture(scope="module")
+def on_input_rgb(folders, tmp_path_factory):
+    """:func:`_seeded` on the input pipeline (device=input), made once for the two tests that
+    read it (generator mode: nothing is written under the folder)."""
+    return _seeded(folders, tmp_path_factory.mktemp("on_input_rgb"), "input")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["input", "accelerator"])
+def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, device, request):
+    if device == "input":
+        src, batches = request.getfixturevalue("on_input_rgb")
+    else:
+        src, batches = _seeded(folders, tmp_path, device)
     resumed = _pairs(src, [next(iter(src.dataset(2)))])[0]
     for a, b in zip(resumed, batches[2]):  # the same seed and batch: the same pairs
         np.testing.assert_array_equal(a, b)  # a resume at batch 2 continues exactly
@@ -350,13 +366,19 @@ def test_realesrgan_batches_are_seeded_and_resume_exactly(folders, tmp_path, dev
 
 @pytest.mark.slow
 @pytest.mark.parametrize("channels, coder", [("rgb", "auto"), ("y", "libjpeg")])
-def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, channels, coder):
+def test_the_accelerator_makes_the_input_pipelines_pairs(
+    folders, tmp_path, channels, coder, request
+):
     """degradation.device=accelerator: the input pipeline yields the flipped clean RGB crops
     (uint8, with their margin), their gray flags and seeds; the device stage then makes exactly
     the pairs the input pipeline makes with device=input and libjpeg: the same draws, and the
     batched TensorFlow JPEG (``auto`` on the accelerator) gives libjpeg's pixels."""
     common = ("degradation=realesrgan", f"data.channels={channels}")
-    on_input = _source(folders, tmp_path, "generator", *common, "degradation.jpeg=libjpeg")
+    if channels == "rgb":  # the same source as the seeded test's on the input pipeline
+        on_input, (theirs, *_) = request.getfixturevalue("on_input_rgb")
+    else:
+        on_input = _source(folders, tmp_path, "generator", *common, "degradation.jpeg=libjpeg")
+        theirs = _pairs(on_input, [next(iter(on_input.dataset(0)))])[0]
     on_device = _source(folders, tmp_path, "generator", *common, "degradation.device=accelerator",
                         f"degradation.jpeg={coder}")  # fmt: skip
     assert on_device.degradation.jpeg_coder() == ("tensorflow" if coder == "auto" else coder)
@@ -365,7 +387,6 @@ def test_the_accelerator_makes_the_input_pipelines_pairs(folders, tmp_path, chan
     assert hr.dtype == tf.uint8 and hr.shape == (4, 112, 112, 3) and gray.shape == (4,)
     assert seeds.dtype == tf.int64 and seeds.shape == (4, 2)
     ours = _pairs(on_device, [(hr, gray, seeds)])[0]
-    theirs = _pairs(on_input, [next(iter(on_input.dataset(0)))])[0]
     c = 1 if channels == "y" else 3
     assert ours[0].shape == (4, 24, 24, c) and ours[1].shape == (4, 96, 96, c)
     for a, b in zip(ours, theirs):

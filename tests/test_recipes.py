@@ -113,12 +113,17 @@ def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compo
     if twin is not None:  # the same model node: the same network, checked under that name
         assert compose(override).model == compose(twin).model
         return
-    # an experiment of a deep model already checked as model=<name>: its shallow copy at once
-    shallow = override.startswith("experiment=") and override in SHALLOW
+    # a deep model: its shallow copy at once. Its full-size network (model=rrdbnet is
+    # base_rrdbnet's defaults: 23 blocks, 64 features, growth 32) is built and its radius
+    # checked in tests/test_rrdbnet.py::test_structure_is_the_papers
+    shallow = override in SHALLOW
+    if override == "model=rrdbnet":
+        full = compose(override).model
+        assert (full.blocks, full.features, full.growth) == (23, 64, 32)
     cfg = compose(override, *SHALLOW[override]) if shallow else compose(override)
     s = cfg.data.scale
     keras.utils.set_random_seed(0)
-    model = build_model(cfg)  # exactly the YAML's model
+    model = build_model(cfg)  # the YAML's model (of a deep one: its shallow copy)
     k = int(model.inputs[0].shape[-1])  # 1 (Y) or 3 (data.channels=rgb)
     out = model(np.random.default_rng(0).random((2, 24, 24, k), dtype=np.float32))
     assert tuple(out.shape) == (2, 24 * s, 24 * s, k) and out.dtype == "float32"
@@ -127,9 +132,6 @@ def test_every_config_builds_a_model_whose_receptive_field_the_tiler_knows(compo
         assert radius is None
         return
     assert radius is not None, f"{override}: the tiler would fall back to a guessed overlap"
-    if override in SHALLOW:
-        cfg = compose(override, *SHALLOW[override])
-        radius = receptive_radius(build_model(cfg))
 
     narrow_model = build_model(narrow(cfg))
     assert receptive_radius(narrow_model) == radius
@@ -241,7 +243,8 @@ def test_the_real_esrgan_recipes_set_the_papers_data_and_training_choices(compos
 
 
 # the commands are the same for every registered model (sr.loading builds it by name): they run
-# here on one model per input kind (one LR frame, several frames) and on a deep residual one; RLFN,
+# here on one model per input kind (one LR frame, several frames) and on a residual one (EDSR-lite
+# at 2 of its 8 blocks: the commands do not depend on the depth); RLFN,
 # SPAN and RRDBNet go through evaluate.py and upscale.py after training in
 # tests/test_efficient_models.py, a plug-in model in tests/test_plugins.py, the architectures of
 # OWN_TESTS in their own tests, and every model's tiles above
@@ -259,8 +262,9 @@ def test_every_model_evaluates_upscales_and_exports(compose, tmp_path, photo_dir
 
     from tests.fake_run import load_script, make_run
 
-    width = "model.features=[8,8]" if override.startswith("model=espcn") else "model.features=8"
-    small = (override, width, *SHALLOW.get(override, ()))
+    espcn = override.startswith("model=espcn")
+    width = ("model.features=[8,8]",) if espcn else ("model.features=8", "model.blocks=2")
+    small = (override, *width, *SHALLOW.get(override, ()))
     run = make_run(compose, tmp_path / "run", overrides=small)
     evaluate, upscale, export = (load_script(n) for n in ("evaluate", "upscale", "export"))
 

@@ -4,19 +4,17 @@ with a warning naming the bad files, instead of failing with a raw error."""
 from __future__ import annotations
 
 import logging
+import shutil
 
 import pytest
 
+import sr.config
 from sr.core.errors import ConfigError
 from sr.train.app import run
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("damage", ["truncated data", "empty index"])
-def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
-    folders, tmp_path, compose, caplog, damage
-):
-    base = [
+def fallback_run(folders) -> list[str]:
+    return [
         "data=generator",
         f"data.hr_dir={folders / 'train'}",
         "data.val_dir=null",
@@ -24,7 +22,23 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
         "train.ckpt_every=2",
         "model.features=[16,8]",
     ]
-    run(compose(*base, "train.steps=6"), tmp_path / "run")
+
+
+@pytest.fixture(scope="module")
+def six_steps(folders, tmp_path_factory):
+    """A finished 6-step run (checkpoints 2, 4, 6), copied by each test that damages it."""
+    run_dir = tmp_path_factory.mktemp("fallback") / "run"
+    run(sr.config.compose(*fallback_run(folders), "train.steps=6"), run_dir)
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncated data", "empty index"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
+    folders, six_steps, tmp_path, compose, caplog, damage
+):
+    base = fallback_run(folders)
+    shutil.copytree(six_steps, tmp_path / "run", ignore=shutil.ignore_patterns(".lock"))
     ckpt = tmp_path / "run" / "checkpoints"
     if damage == "truncated data":
         data = ckpt / "ckpt-6.data-00000-of-00001"

@@ -4,6 +4,7 @@ resume that is refused when it cannot restore the run, and the run's first confi
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
@@ -39,70 +40,131 @@ from tests.conftest import ROOT
 TINY = ("data=generator", "data.batch_size=4", "train.steps=2", "train.log_every=1")
 
 
-def train(folders, *overrides, run_dir=None, env=None):
-    """``python train.py`` on the tiny folders (``env``: extra environment variables); returns
-    (exit code, stdout + stderr)."""
-    proc = start_train(folders, *overrides, run_dir=run_dir, env=env)
-    out, _ = proc.communicate(timeout=300)
-    return proc.returncode, out
-
-
-def start_train(folders, *overrides, run_dir=None, env=None) -> subprocess.Popen:
-    """:func:`train` started: its output (stdout and stderr) read by ``communicate()``."""
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        f"data.hr_dir={folders / 'train'}",
-        f"data.val_dir={folders / 'val'}",
-        *TINY,
-        *overrides,
-    ]
-    if run_dir is not None:
-        cmd.append(f"hydra.run.dir={run_dir}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
-
-
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+RUNS = """
+import base64, contextlib, io, json, logging, os, runpy, shutil, sys
+from pathlib import Path
+from hydra.core.global_hydra import GlobalHydra
+results = []
+for argv, env, watched, copied in json.loads(sys.argv[1]):
+    if copied:
+        shutil.copytree(copied, watched)
+    os.environ.update(env)
+    sys.argv = [argv[0], *argv[1:]]
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+    for key in env:
+        del os.environ[key]
+    GlobalHydra.instance().clear()
+    for handler in logging.root.handlers[:]:  # as a new process: no handler of the last run's
+        logging.root.removeHandler(handler)
+        handler.close()
+    files = {
+        str(p.relative_to(watched)): base64.b64encode(p.read_bytes()).decode()
+        for p in Path(watched).rglob("*")
+        if p.is_file()
+    }
+    results.append((code, out.getvalue(), files))
+print(json.dumps(results))
+"""
+
+
 @pytest.fixture(scope="module")
-def trained(folders, tmp_path_factory) -> Path:
+def runs(folders, tmp_path_factory) -> dict[str, tuple]:
+    """Four train.py runs, one after the other in one process (``train.py`` run as
+    ``__main__``, its ``SystemExit`` caught, Hydra's and the logging's state cleared between
+    them; a refusal's exit code through a process of its own: test_train_refusals.py's
+    test_train_py_refuses_before_any_work_naming_the_key): ``trained``, a
+    finished 2-step ESPCN run; ``held``, a new run into a directory this process holds;
+    ``tf_config``, the finished run given with a malformed TF_CONFIG
+    (``train.strategy=multi_worker``), refused at start-up; ``resumed``, a copy of the finished
+    run (made after those) resumed to step 3 (``resume=`` alone: no ``hydra.run.dir``). For
+    each: its directory, its exit code and output, and the files of the directory it ran in
+    right after it; and ``held_before``, the files of the held directory before the runs."""
+    trained = tmp_path_factory.mktemp("trained") / "run"
+    held = tmp_path_factory.mktemp("held") / "run"
+    resumed = tmp_path_factory.mktemp("resumed") / "run"
+    runs = {
+        "trained": (trained, (), {}),
+        "held": (held, (), {}),
+        "tf_config": (
+            trained,
+            ("train.strategy=multi_worker",),
+            {"TF_CONFIG": '{"cluster": {"worker": ['},
+        ),
+        "resumed": (resumed, (f"resume={resumed}", "train.steps=3"), {}),
+    }
+    calls = [
+        (
+            [
+                str(ROOT / "train.py"),
+                f"data.hr_dir={folders / 'train'}",
+                f"data.val_dir={folders / 'val'}",
+                *TINY,
+                *overrides,
+                *([] if run_dir == resumed else [f"hydra.run.dir={run_dir}"]),
+            ],
+            env,
+            str(run_dir),
+            str(trained) if run_dir == resumed else None,
+        )
+        for run_dir, overrides, env in runs.values()
+    ]
+    with RunDirLock(held):
+        held_before = snapshot(held)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        proc = subprocess.run(
+            [sys.executable, "-c", RUNS, json.dumps(calls)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(proc.stdout.splitlines()[-1])
+    done = {
+        name: (run_dir, code, out, {k: base64.b64decode(v) for k, v in files.items()})
+        for (name, (run_dir, _, _)), (code, out, files) in zip(runs.items(), results)
+    }
+    return {**done, "held_before": held_before}
+
+
+@pytest.fixture(scope="module")
+def trained(runs) -> Path:
     """A finished 2-step ESPCN run."""
-    run = tmp_path_factory.mktemp("trained") / "run"
-    code, out = train(folders, run_dir=run)
+    run, code, out, _ = runs["trained"]
     assert code == 0, out
     return run
 
 
 @pytest.fixture(scope="module")
-def refused(folders, trained) -> tuple[dict[str, bytes], tuple[int, str]]:
+def refused(runs, trained) -> tuple[dict[str, bytes], tuple[int, str]]:
     """A train.py run given the finished run that must be refused at start-up (a malformed
-    TF_CONFIG with ``hydra.run.dir=`` the run): the run's files before it, and its (exit code,
-    output)."""
-    before = snapshot(trained)
-    code, out = train(
-        folders,
-        "train.strategy=multi_worker",
-        run_dir=trained,
-        env={"TF_CONFIG": '{"cluster": {"worker": ['},
-    )
+    TF_CONFIG with ``hydra.run.dir=`` the run): the run's files before it (and right after it),
+    and its (exit code, output)."""
+    *_, before = runs["trained"]
+    _, code, out, after = runs["tf_config"]
+    assert after == before, out
     return before, (code, out)
 
 
 @pytest.mark.slow
-def test_a_held_directory_is_refused_naming_the_holder_and_left_untouched(folders, tmp_path):
-    run = tmp_path / "run"
+def test_a_held_directory_is_refused_naming_the_holder_and_left_untouched(runs):
+    run, code, out, after = runs["held"]  # after: as the run left them, the lock still held
+    assert code == 2, out
+    holder = f"pid {os.getpid()} on host {socket.gethostname()} since "
+    assert f"run directory {run} is in use by another run: {holder}" in out
+    before = runs["held_before"]
+    assert after == before == {LOCK_FILE: (run / LOCK_FILE).read_bytes()}
     with RunDirLock(run):
-        before = snapshot(run)
-        code, out = train(folders, run_dir=run)
-        assert code == 2, out
-        holder = f"pid {os.getpid()} on host {socket.gethostname()} since "
-        assert f"run directory {run} is in use by another run: {holder}" in out
-        assert snapshot(run) == before == {LOCK_FILE: (run / LOCK_FILE).read_bytes()}
         with pytest.raises(RunDirBusy, match=f"in use by another run: {holder}"):
             RunDirLock(run).acquire()  # another open of the file: refused in-process too
     assert RunDirLock(run).holder() is None  # released on leaving the context
@@ -201,18 +263,18 @@ def test_a_resume_with_another_model_is_refused_and_the_run_still_loads(
 
 
 @pytest.mark.slow
-def test_a_resume_keeps_the_first_config_and_writes_its_own_beside_it(folders, trained):
-    original = (trained / ".hydra" / "config.yaml").read_bytes()
-    code, out = train(folders, f"resume={trained}", "train.steps=3")
+def test_a_resume_keeps_the_first_config_and_writes_its_own_beside_it(runs):
+    original = runs["tf_config"][3][".hydra/config.yaml"]  # the finished run's, before
+    run, code, out, _ = runs["resumed"]  # a copy of the finished run, resumed to step 3
     assert code == 0, out
-    assert f"resumed from {trained / 'checkpoints' / 'ckpt-2'} at step 2" in out
-    assert (trained / ".hydra" / "config.yaml").read_bytes() == original
-    assert load_run_config(trained).resume is None
-    (resume_dir,) = (trained / ".hydra").glob("resume-*")
-    assert load_run_config(trained).train.steps == 2
+    assert f"resumed from {run / 'checkpoints' / 'ckpt-2'} at step 2" in out
+    assert (run / ".hydra" / "config.yaml").read_bytes() == original
+    assert load_run_config(run).resume is None
+    (resume_dir,) = (run / ".hydra").glob("resume-*")
+    assert load_run_config(run).train.steps == 2
     assert OmegaConf.load(resume_dir / "config.yaml").train.steps == 3
-    assert f"resume={trained}" in OmegaConf.load(resume_dir / "overrides.yaml")
-    assert load_model_from_run(trained)[2] == 3
+    assert f"resume={run}" in OmegaConf.load(resume_dir / "overrides.yaml")
+    assert load_model_from_run(run)[2] == 3
 
 
 # --multirun (-m): the sweep's directory and each job's, resume refused
@@ -220,28 +282,72 @@ def test_a_resume_keeps_the_first_config_and_writes_its_own_beside_it(folders, t
 SWEEP = ("train.lr=1e-3,2e-3",)  # two jobs
 
 
-def start_sweep(folders, *overrides, cwd: Path, log: Path) -> subprocess.Popen:
-    """``python train.py -m`` on the tiny folders, its output going to ``log``."""
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        "-m",
-        f"data.hr_dir={folders / 'train'}",
-        f"data.val_dir={folders / 'val'}",
-        *TINY,
-        *overrides,
-    ]
+SWEEPS = """
+import contextlib, io, json, logging, os, runpy, sys, time
+from pathlib import Path
+from hydra.core.global_hydra import GlobalHydra
+train_py, common, first, gate = json.loads(sys.argv[1])
+def sweep(overrides, log):
+    sys.argv = [train_py, "-m", *common, *overrides]
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            runpy.run_path(train_py, run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+    GlobalHydra.instance().clear()
+    for handler in logging.root.handlers[:]:  # as a new process: no handler of the last run's
+        logging.root.removeHandler(handler)
+        handler.close()
+    Path(log).write_text(out.getvalue())
+    Path(log + ".tmp").write_text(json.dumps(code))
+    os.replace(log + ".tmp", log + ".code")
+sweep(first, "first.log")
+deadline = time.monotonic() + 300
+while not Path(gate).exists():
+    if time.monotonic() > deadline:
+        sys.exit("no gate")
+    time.sleep(0.05)
+sweep(*json.loads(Path(gate).read_text()))
+"""
+
+
+def start_sweeps(folders, first, *, cwd: Path) -> subprocess.Popen:
+    """Two ``python train.py -m`` sweeps on the tiny folders, one after the other in one
+    process started in ``cwd`` (``train.py`` run as ``__main__``, its ``SystemExit`` caught,
+    Hydra's and the logging's state cleared between them): the first with the overrides
+    ``first``; the second once :func:`second_sweep` opens its gate. Each sweep's output goes to
+    ``cwd/<name>.log``, its exit code to ``cwd/<name>.log.code`` when it ends."""
+    common = [f"data.hr_dir={folders / 'train'}", f"data.val_dir={folders / 'val'}", *TINY]
+    args = [str(ROOT / "train.py"), common, list(first), str(cwd / "gate")]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    with open(log, "w") as out:  # a file, not a pipe: never blocks the sweep while we poll
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    with open(cwd / "process.log", "w") as out:  # a file, not a pipe: never blocks the sweeps
+        return subprocess.Popen(
+            [sys.executable, "-c", SWEEPS, json.dumps(args)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+        )
 
 
-def sweep(folders, *overrides, cwd: Path) -> tuple[int, str]:
-    """``python train.py -m`` to its end; returns (exit code, stdout + stderr)."""
-    log = cwd / f"sweep-{len(list(cwd.glob('sweep-*.log')))}.log"
-    proc = start_sweep(folders, *overrides, cwd=cwd, log=log)
-    code = proc.wait(timeout=300)
-    return code, log.read_text()
+def sweep_code(proc: subprocess.Popen, cwd: Path, name: str) -> tuple[int, str]:
+    """(exit code, output) of the sweep ``name`` of :func:`start_sweeps` once it has ended."""
+    code = cwd / f"{name}.log.code"
+    while not code.exists():
+        assert proc.poll() is None, (cwd / "process.log").read_text()
+        time.sleep(0.05)
+    return json.loads(code.read_text()), (cwd / f"{name}.log").read_text()
+
+
+def second_sweep(proc: subprocess.Popen, overrides, *, cwd: Path) -> tuple[int, str]:
+    """The second sweep of :func:`start_sweeps` with ``overrides``: its (exit code, output)."""
+    gate = cwd / "gate"
+    (cwd / "gate.tmp").write_text(json.dumps([list(overrides), str(cwd / "second.log")]))
+    os.replace(cwd / "gate.tmp", gate)
+    assert proc.wait(timeout=300) == 0, (cwd / "process.log").read_text()
+    return sweep_code(proc, cwd, "second")
 
 
 def multirun_jobs(*overrides: str):
@@ -324,57 +430,71 @@ def test_a_sweep_holds_each_job_dir_and_a_sweep_into_it_again_is_refused(folders
     """A two-job sweep holds its directory and each job's while the job runs; a second sweep
     into its directory, with ``resume=`` too, while another run holds that directory and the
     directory of a third job, is refused naming every problem, each job's checkpoints among
-    them, before anything is written."""
-    proc = start_sweep(folders, *SWEEP, cwd=tmp_path, log=tmp_path / "first.log")
-    seen = None  # (job lock holder, sweep lock holder) seen while a job runs
-    while proc.poll() is None and seen is None:
-        for lock in tmp_path.glob("outputs/multirun/*/*/[01]/.lock"):
-            holder = RunDirLock(lock.parent).holder()
-            if holder is not None:
-                seen = holder, RunDirLock(lock.parent.parent).holder()
-        time.sleep(0.02)
-    assert proc.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()
-    (sweep_dir,) = tmp_path.glob("outputs/multirun/*/*")  # the default: a new directory
-    date_time = r"\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-\d{6}"
-    assert re.fullmatch(date_time, str(sweep_dir.relative_to(tmp_path / "outputs/multirun")))
-    owner = f"pid {proc.pid} on host {socket.gethostname()} since "
-    assert seen is not None and all(h.startswith(owner) for h in seen), seen
-    for num, lr in enumerate((1e-3, 2e-3)):
-        job_dir = sweep_dir / str(num)
-        assert OmegaConf.load(job_dir / ".hydra" / "config.yaml").train.lr == lr
-        assert tf.train.latest_checkpoint(str(job_dir / "checkpoints")).endswith("ckpt-2")
-        assert json.loads((job_dir / LOCK_FILE).read_text())["pid"] == proc.pid
-        assert RunDirLock(job_dir).holder() is None  # released at job end
-    assert RunDirLock(sweep_dir).holder() is None
-
-    # a second sweep into it, with resume= and its directory and a new job's held by another
-    # run (this process): refused before the launcher, naming each problem, nothing written
-    run = tmp_path / "run"
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
-    run_before = snapshot(run)
-    with RunDirLock(sweep_dir), RunDirLock(sweep_dir / "2"):
-        before = snapshot(sweep_dir)
-        overrides = ("train.lr=5e-3,6e-3,7e-3", f"resume={run}", f"hydra.sweep.dir={sweep_dir}")
-        code, out = sweep(folders, *overrides, cwd=tmp_path)
-        assert code == 2, out
-        for num in (0, 1):
+    them, before anything is written. The two sweeps run in one process (:func:`start_sweeps`;
+    a refusal's exit code through a process of its own: test_train_refusals.py's
+    test_train_py_refuses_before_any_work_naming_the_key)."""
+    proc = start_sweeps(folders, SWEEP, cwd=tmp_path)
+    try:
+        first_code = tmp_path / "first.log.code"
+        seen = None  # (job lock holder, sweep lock holder) seen while a job runs
+        while proc.poll() is None and not first_code.exists() and seen is None:
+            for lock in tmp_path.glob("outputs/multirun/*/*/[01]/.lock"):
+                holder = RunDirLock(lock.parent).holder()
+                if holder is not None:
+                    seen = holder, RunDirLock(lock.parent.parent).holder()
+            time.sleep(0.02)
+        code, out = sweep_code(proc, tmp_path, "first")
+        assert code == 0, out
+        (sweep_dir,) = tmp_path.glob("outputs/multirun/*/*")  # the default: a new directory
+        date_time = r"\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-\d{6}"
+        assert re.fullmatch(date_time, str(sweep_dir.relative_to(tmp_path / "outputs/multirun")))
+        owner = f"pid {proc.pid} on host {socket.gethostname()} since "
+        assert seen is not None and all(h.startswith(owner) for h in seen), seen
+        for num, lr in enumerate((1e-3, 2e-3)):
             job_dir = sweep_dir / str(num)
-            assert (
-                f"error: multirun job directory {job_dir} already holds a run with checkpoints"
-                f" ({job_dir / 'checkpoints' / 'ckpt-2'}): choose another hydra.sweep.dir than"
-                f" {sweep_dir}"
-            ) in out
-            assert f"continue that run alone with python train.py resume={job_dir}" in out
-        assert f"error: resume={run} cannot be used with --multirun (-m)" in out
-        assert "resume each run alone, python train.py resume=<run dir>" in out
-        holder = f"is in use by another run: pid {os.getpid()} on host {socket.gethostname()}"
-        assert f"error: sweep directory {sweep_dir} {holder}" in out
-        assert f"error: run directory {sweep_dir / '2'} {holder}" in out
-        assert "or choose another hydra.sweep.dir" in out
-        assert "Launching" not in out  # refused before the launcher
-        assert snapshot(sweep_dir) == before  # configs, multirun.yaml, logs, locks all unchanged
-        assert snapshot(run) == run_before
+            assert OmegaConf.load(job_dir / ".hydra" / "config.yaml").train.lr == lr
+            assert tf.train.latest_checkpoint(str(job_dir / "checkpoints")).endswith("ckpt-2")
+            assert json.loads((job_dir / LOCK_FILE).read_text())["pid"] == proc.pid
+            assert RunDirLock(job_dir).holder() is None  # released at job end
+        assert RunDirLock(sweep_dir).holder() is None
+
+        # a second sweep into it, with resume= and its directory and a new job's held by another
+        # run (this process): refused before the launcher, naming each problem, nothing written
+        run = tmp_path / "run"
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+        run_before = snapshot(run)
+        with RunDirLock(sweep_dir), RunDirLock(sweep_dir / "2"):
+            before = snapshot(sweep_dir)
+            overrides = (
+                "train.lr=5e-3,6e-3,7e-3",
+                f"resume={run}",
+                f"hydra.sweep.dir={sweep_dir}",
+            )
+            code, out = second_sweep(proc, overrides, cwd=tmp_path)
+            assert code == 2, out
+            for num in (0, 1):
+                job_dir = sweep_dir / str(num)
+                assert (
+                    f"error: multirun job directory {job_dir} already holds a run with checkpoints"
+                    f" ({job_dir / 'checkpoints' / 'ckpt-2'}): choose another hydra.sweep.dir than"
+                    f" {sweep_dir}"
+                ) in out
+                assert f"continue that run alone with python train.py resume={job_dir}" in out
+            assert f"error: resume={run} cannot be used with --multirun (-m)" in out
+            assert "resume each run alone, python train.py resume=<run dir>" in out
+            holder = f"is in use by another run: pid {os.getpid()} on host {socket.gethostname()}"
+            assert f"error: sweep directory {sweep_dir} {holder}" in out
+            assert f"error: run directory {sweep_dir / '2'} {holder}" in out
+            assert "or choose another hydra.sweep.dir" in out
+            assert "Launching" not in out  # refused before the launcher
+            # configs, multirun.yaml, logs, locks all unchanged
+            assert snapshot(sweep_dir) == before
+            assert snapshot(run) == run_before
+    finally:
+        if proc.poll() is None:  # a failure before the second sweep: it waits for its gate
+            proc.kill()
+            proc.wait()
 
 
 # a resumed sweep into held directories: the second sweep of

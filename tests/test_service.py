@@ -34,43 +34,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVERS = """
+import threading
+from sr.core.quiet import quiet_tensorflow
+quiet_tensorflow()
+from sr.data import service
+dispatcher = service.start_dispatcher(0)
+port = service.dispatcher_port(dispatcher)
+workers = [
+    service.start_worker(f"127.0.0.1:{port}", service.free_port(), "127.0.0.1") for _ in range(2)
+]
+print(f"dispatcher serving at grpc://127.0.0.1:{port}", flush=True)
+threading.Event().wait()
+"""
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    """A dispatcher and two workers on 127.0.0.1, each a ``scripts/data_service.py`` process
-    (the tests' own iterators and a train.py child are their clients); yields the dispatcher's
+    """A dispatcher and two workers on 127.0.0.1, the servers of ``sr.data.service`` that
+    ``scripts/data_service.py`` starts, all three in one process (one TensorFlow start-up; the
+    script's own processes: test_the_script_serves_the_pipeline_with_a_worker_that_has_no_...),
+    whose clients are the tests' own iterators and a train.py run; yields the dispatcher's
     address.
 
-    Processes, not servers in this one, so that the end of the module kills them at once: an
+    A process, not servers in this one, so that the end of the module kills them at once: an
     in-process worker's stop() waits, idle and holding this process, for the tasks of jobs that
     it still runs (measured at this module's end: 0.3 s to 160 s, in no order of its tests)."""
-    logs = tmp_path_factory.mktemp("service")
-    procs = []
+    log = tmp_path_factory.mktemp("service") / "servers.log"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    with open(log, "w") as out:  # a file: a server nobody reads never blocks on a full pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SERVERS], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
     try:
-        procs.append(_script_logged(logs / "dispatcher.log", "--dispatcher-port", "0"))
-        port = _wait_for_line(logs / "dispatcher.log", r"dispatcher serving at grpc://\S+:(\d+)")
+        port = _wait_for_line(log, r"dispatcher serving at grpc://\S+:(\d+)")
         address = f"grpc://127.0.0.1:{port}"
-        for k in range(2):
-            worker = ("--worker", "--dispatcher", f"127.0.0.1:{port}", "--host", "127.0.0.1")
-            procs.append(_script_logged(logs / f"worker{k}.log", *worker))
         deadline = time.monotonic() + 120
         while len(service.check_reachable(address, 5)["workers"]) < 2:
             assert time.monotonic() < deadline, "workers did not register"
             time.sleep(0.2)
         yield address
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-
-
-def _script_logged(log, *args) -> subprocess.Popen:
-    """``scripts/data_service.py ARGS`` in a subprocess, its output into the file ``log`` (a
-    file: a server nobody reads for minutes never blocks on a full pipe)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            [sys.executable, str(SCRIPT), *args], stdout=out, stderr=subprocess.STDOUT, env=env
-        )
+        proc.kill()
+        proc.wait()
 
 
 def _wait_for_line(log, pattern: str, timeout: float = 120) -> str:

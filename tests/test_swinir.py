@@ -29,7 +29,7 @@ EXPECTED = {  # fixture -> what make_swinir.py made, as detect() must read it ba
                     "img_size": 16},
     "swinir_light_tiny": {"depths": [2], "heads": [3], "upsampler": "pixelshuffledirect",
                           "resi_connection": "3conv"},
-    "swinir_real_tiny": {"depths": [3], "heads": [2], "upsampler": "nearest+conv"},
+    "swinir_real_tiny": {"depths": [2], "heads": [2], "upsampler": "nearest+conv"},
 }  # fmt: skip
 RELEASED = {  # the table: x4 RGB parameters of the official class
     "classical": ("swinir", 11_900_199, {"embed_dim": 180, "depths": [6] * 6,

@@ -104,29 +104,6 @@ def test_empty_window_is_none_and_counts_nothing(clock):
     assert WindowStats(0, 0.0, 0.0, 0.0).data_wait_share == 0.0
 
 
-@pytest.mark.slow
-def test_max_minutes_stops_the_run_saved_before_its_steps(folders, tmp_path, compose, caplog):
-    from sr.train.app import run
-
-    steps = 100_000
-    cfg = compose(
-        f"data.hr_dir={folders / 'train'}",
-        f"data.val_dir={folders / 'val'}",
-        "data=generator",
-        "data.batch_size=4",
-        f"train.steps={steps}",
-        "train.max_minutes=0.05",  # 3 s
-        "train.log_every=10",
-    )
-    with caplog.at_level(logging.INFO):
-        final = run(cfg, tmp_path / "run")
-    step = final["step"]
-    assert step < steps and final["interrupted"] is None
-    assert re.search(rf"time budget of 0\.05 minutes reached at step {step}\b", caplog.text)
-    assert (tmp_path / "run" / "checkpoints" / f"ckpt-{step}.index").is_file()
-    assert final["val/psnr"] > 0  # validated at the end, as a finished run
-
-
 def budget_run(folders) -> list[str]:
     """Overrides of a tiny run whose steps only a time budget ends, logging every step."""
     return [
@@ -147,8 +124,9 @@ def budget_run(folders) -> list[str]:
 def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_it(
     folders, tmp_path, compose, caplog
 ):
-    """With train.max_minutes the cosine runs over the budget: the run's last step has the final
-    learning rate (1 % of train.lr) within 1 % of train.lr, when a step takes well under a
+    """``train.max_minutes`` stops the run before its steps, saved at the step it reached and
+    validated as a finished run. The cosine runs over the budget: the run's last step has the
+    final learning rate (1 % of train.lr) within 1 % of train.lr, when a step takes well under a
     twentieth of the budget; the used budget is checkpointed, so a resume with the same budget
     trains no further step, and one with a larger budget goes on."""
     import tensorflow as tf
@@ -156,12 +134,16 @@ def test_a_time_budget_ends_the_run_at_the_schedules_final_lr_and_resume_keeps_i
 
     from sr.train.app import run
 
-    common = budget_run(folders)
+    common = [*budget_run(folders), f"data.val_dir={folders / 'val'}"]
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.INFO):
         final = run(compose(*common, "train.max_minutes=0.05"), run_dir)  # 3 s
     step = final["step"]
     assert 20 < step < 1_000_000 and final["budget_minutes_used"] >= 0.05
+    assert final["interrupted"] is None
+    assert re.search(rf"time budget of 0\.05 minutes reached at step {step}\b", caplog.text)
+    assert (run_dir / "checkpoints" / f"ckpt-{step}.index").is_file()
+    assert final["val/psnr"] > 0  # validated at the end, as a finished run
     acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0})
     acc.Reload()
     lrs = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/lr")]

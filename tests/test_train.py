@@ -101,17 +101,31 @@ def test_short_run_logs_timing_checkpoints_and_tensorboard(folders, tmp_path, co
 
 
 @pytest.mark.slow
-def test_resume_without_checkpoint_and_empty_folder_are_clear_errors(folders, tmp_path, compose):
-    """An empty image folder through train.py (exit code 2, the message on the terminal); a
-    resume of a folder without checkpoints refused by the run-directory guard train.py's Hydra
-    callback runs before any work (``claim``, here in this process: the callback's refusals
-    reach the terminal with exit code 2 in test_rundir.py's train.py runs)."""
+def test_resume_without_checkpoint_and_empty_folder_are_clear_errors(
+    folders, tmp_path, compose, caplog
+):
+    """An empty image folder through train.py's run in this process (``train``: the exit code
+    its ``main`` exits with, 2, and the message it logs; that such a code is the process's:
+    test_faults.py's test_train_py_exits_3_on_nan_naming_the_last_good_checkpoint); a resume of
+    a folder without checkpoints refused by the run-directory guard train.py's Hydra callback
+    runs before any work (``claim``, here in this process: the callback's refusals reach the
+    terminal with exit code 2 in test_rundir.py's train.py runs)."""
     from sr.core.errors import RunDirError
     from sr.train.rundir import claim
+    from tests.fake_run import load_script
 
     (tmp_path / "empty").mkdir()
-    code, out = train(folders, tmp_path / "run", f"data.hr_dir={tmp_path / 'empty'}")
-    assert code == 2
+    cfg = compose(
+        f"data.hr_dir={tmp_path / 'empty'}",
+        f"data.val_dir={folders / 'val'}",
+        f"data.data_root={folders / 'root'}",
+        "data.num_shards=2",
+        "data.batch_size=8",
+    )
+    with caplog.at_level(logging.INFO):
+        code, final = load_script("train", ".").train(cfg, tmp_path / "run")
+    out = caplog.text
+    assert (code, final) == (2, {}), out
     assert f"image folder {tmp_path / 'empty'} holds no .png" in out
     assert "parameters" not in out  # failed before any model was built
 

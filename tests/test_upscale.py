@@ -4,8 +4,6 @@ modes, tiled == untiled, errors naming the files."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -19,7 +17,7 @@ from sr.core.degrade import bicubic_upscale, quantize
 from sr.inference import Upscaler, default_overlap, read_image, receptive_radius
 from sr.loading.models import load_model_from_run
 from sr.models.registry import make_model
-from tests.conftest import ROOT, photo
+from tests.conftest import photo
 from tests.fake_run import load_script, make_run
 
 upscale = load_script("upscale")
@@ -151,28 +149,28 @@ def write_modes(folder):
 
 
 @pytest.mark.slow
-def test_cli_on_a_folder_keeps_modes_and_names_bad_files(tmp_path, compose):
+def test_cli_on_a_folder_keeps_modes_and_names_bad_files(tmp_path, compose, capsys):
+    """The command's ``main`` in this process (the script as a process:
+    test_stranger_weights.py's test_upscale_refuses_nan_weights_in_a_process)."""
     run = make_run(compose, tmp_path / "run")
     modes = write_modes(tmp_path / "in")
     (tmp_path / "in" / "broken.png").write_bytes(b"not a png")
     Image.fromarray(np.zeros((2, 9, 3), np.uint8)).save(tmp_path / "in" / "tiny.png")
     out = tmp_path / "out"
-    cmd = [
-        sys.executable,
-        "scripts/upscale.py",
+    argv = [
         str(run),
         str(tmp_path / "in"),
         str(out),
         "--tile",
         "8",
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-    assert proc.returncode == 1
-    assert "failed on 2 image(s)" in proc.stderr
-    assert "cannot decode image" in proc.stderr and "broken.png" in proc.stderr
-    assert "tiny.png: image 9x2 is too small" in proc.stderr
-    assert "upscaled 6 of 8 image(s) x4" in proc.stdout
+    code = upscale.main(argv)
+    stdout, stderr = capsys.readouterr()
+    assert code == 1
+    assert "failed on 2 image(s)" in stderr
+    assert "cannot decode image" in stderr and "broken.png" in stderr
+    assert "tiny.png: image 9x2 is too small" in stderr
+    assert "upscaled 6 of 8 image(s) x4" in stdout
     expected_mode = {"P": "RGB"}  # palette images come out RGB
     for name, (mode, (w, h)) in modes.items():
         with Image.open(out / name) as im:

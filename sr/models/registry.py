@@ -49,6 +49,7 @@ __all__ = [
     "make_model",
     "model_keys",
     "names",
+    "patch_too_small",
     "plugins_of",
     "register",
     "schema_nodes",
@@ -214,9 +215,11 @@ def schema_instance(spec: ModelSpec, keys: Mapping, prefix: str = "model"):
     return spec.schema(arch=spec.name, **keys)
 
 
-def check_model(model: Mapping, scale: int, channels: int) -> ModelSpec:
+def check_model(model: Mapping, scale: int, channels: int, patch: int | None = None) -> ModelSpec:
     """Check a ``model`` node (plain values) at ``scale`` with ``channels`` image channels
-    without building it: its architecture, keys, bounds and cross-key rules.
+    without building it: its architecture, keys, bounds and cross-key rules, and, given the HR
+    training patch ``patch`` (``data.patch_size``), that its LR side is one the model takes
+    (:func:`patch_too_small`).
 
     Raises:
         ConfigError: naming the key or rule at fault.
@@ -225,9 +228,25 @@ def check_model(model: Mapping, scale: int, channels: int) -> ModelSpec:
     cfg = schema_instance(spec, model_keys(model))
     keys = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}  # defaults filled
     why = spec.rules(keys, int(scale), int(channels)) if spec.rules else None
+    if not why and isinstance(patch, int):
+        why = patch_too_small(spec, patch, scale)
     if why:
         raise ConfigError(why)
     return spec
+
+
+def patch_too_small(spec: ModelSpec, patch: int, scale: int) -> str | None:
+    """Why an HR training patch of ``patch`` pixels (``data.patch_size``) is too small for
+    ``spec`` at ``scale`` (its LR side below ``spec.min_size``: RLFN's and OmniSR's attention
+    pool needs 15 x 15), naming the key and the fix; None when it fits."""
+    lr = patch // max(1, int(scale))
+    if lr >= spec.min_size:
+        return None
+    return (
+        f"data.patch_size={patch} gives {lr} x {lr} LR patches at x{scale}, smaller than "
+        f"model {spec.name} takes ({spec.min_size} x {spec.min_size} LR pixels): "
+        f"use data.patch_size >= {spec.min_size * scale}"
+    )
 
 
 def _callable(target: str | Callable) -> Callable:

@@ -24,7 +24,7 @@ own, and its released model takes [0, 255] (``test_demo.py`` feeds ``img_L * 255
 the output by 255): ``model.norm=none model.img_range=255`` is that computation exactly (the
 layout of ``sr.models.rlfn.layout`` builds the official files so).
 
-The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``MIN_SIZE``).
+The 7x7 max pool of ESA needs inputs of at least 15 x 15 pixels (``sr.models.rlfn.MIN_SIZE``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,11 @@ from sr.models.layers import (
     input_mean,
     normalized,
 )
-from sr.models.rlfn import MIN_SIZE  # noqa: F401  (TODO lead: test_efficient_models imports it here)
 
 
 def esa(x, features: int, esa_channels: int = 16):
     """Enhanced spatial attention as RLFN uses it (no ``conv_max``, no ``conv3_``): ``x`` times a
-    sigmoid gate of the same shape ``[B, h, w, features]``; h, w >= :data:`MIN_SIZE`."""
+    sigmoid gate of the same shape ``[B, h, w, features]``; h, w >= ``sr.models.rlfn.MIN_SIZE``."""
     f = esa_channels
     c1_ = keras.layers.Conv2D(f, 1)(x)
     c1 = keras.layers.Conv2D(f, 3, strides=2, padding="valid")(c1_)
