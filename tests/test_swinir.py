@@ -248,9 +248,9 @@ def test_tflite_and_onnx_exports_reach_45_db_against_pytorch(tmp_path):
     """The real-world fixture (window attention on an input whose sides are not multiples of
     the window, and the nearest+conv upsampler) exported to TFLite and ONNX. The classical
     fixture's pixelshuffle upsampler, the only part it has that this one has not, is converted
-    in tests/test_hat.py::test_tflite_export_reaches_45_db_against_pytorch (HAT's upsampler is
-    SwinIR's) and tests/test_deploy.py::test_export_agrees_with_keras_at_every_size (both
-    formats)."""
+    in tests/test_hat.py::test_tflite_and_onnx_exports_reach_45_db_against_pytorch (HAT's
+    upsampler is SwinIR's) and tests/test_deploy.py::test_export_agrees_with_keras_at_every_size
+    (both formats)."""
     check_exports(swinir, "swinir_real_tiny", tmp_path)
 
 
