@@ -53,6 +53,7 @@ FIXTURE_KEYS = {
     "dat": ["model.split=[2,4]", "model.resi_connection=1conv", "model.upsampler=pixelshuffle",
             "model.img_size=16"],
     "omnisr": ["model.features=12", "model.groups=1"],
+    "rcan": ["model.norm=true"],
 }  # fmt: skip
 
 
