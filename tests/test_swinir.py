@@ -187,14 +187,20 @@ def test_other_scales_are_refused_naming_what_was_found(factor):
 def test_upscale_py_gives_pytorchs_pixels(tmp_path):
     """scripts/upscale.py on the PNG of a fixture's input (8-bit values) writes PyTorch's
     output, rounded to 8 bits (one level for rounding at .5)."""
+    check_upscale("swinir_light_tiny", tmp_path)
+
+
+def check_upscale(name: str, tmp_path) -> None:
+    """scripts/upscale.py on the PNG of fixture ``name``'s input (8-bit values) writes PyTorch's
+    output, rounded to 8 bits (one level for rounding at .5)."""
     from PIL import Image
 
     from tests.fake_run import load_script
 
-    _, x, want = fixture("swinir_light_tiny")
+    _, x, want = fixture(name)
     Image.fromarray(np.round(x[0] * 255).astype(np.uint8)).save(tmp_path / "in.png")
     out = tmp_path / "out.png"
-    argv = [str(FIXTURES / "swinir_light_tiny.safetensors"), str(tmp_path / "in.png"), str(out)]
+    argv = [str(FIXTURES / f"{name}.safetensors"), str(tmp_path / "in.png"), str(out)]
     assert load_script("upscale").main([*argv, "--no-progress"]) == 0
     got = np.asarray(Image.open(out), dtype=np.float32)
     assert np.abs(got - np.clip(want[0], 0, 1) * 255).max() <= 1.0

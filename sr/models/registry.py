@@ -90,8 +90,8 @@ class ModelSpec:
             a scale the upsampler lacks, an RGB mean on one channel), or None; checked when the
             config is (``sr.config.validate``) and before every build.
         legacy_targets: the ``model._target_`` of runs saved before the registry.
-        min_size: the smallest LR side, in pixels, the network takes (RLFN's and OmniSR's
-            ESA: a stride-2 3x3 conv then a 7x7 max pool need 15); a training patch of
+        min_size: the smallest LR side, in pixels, the network takes (an enhanced spatial
+            attention's stride-2 3x3 conv, then 7x7 max pool, needs 15); a training patch of
             ``data.patch_size / scale`` below it is refused when the config is checked.
     """
 
@@ -237,7 +237,7 @@ def check_model(model: Mapping, scale: int, channels: int, patch: int | None = N
 
 def patch_too_small(spec: ModelSpec, patch: int, scale: int) -> str | None:
     """Why an HR training patch of ``patch`` pixels (``data.patch_size``) is too small for
-    ``spec`` at ``scale`` (its LR side below ``spec.min_size``: RLFN's and OmniSR's attention
+    ``spec`` at ``scale`` (its LR side below ``spec.min_size``: an enhanced spatial attention's
     pool needs 15 x 15), naming the key and the fix; None when it fits."""
     lr = patch // max(1, int(scale))
     if lr >= spec.min_size:

@@ -37,6 +37,6 @@ SPEC = register(
         build="sr.models.omnisr.net:build",
         layout="sr.models.omnisr.layout",
         local=False,  # grid attention and ESA read the whole image
-        min_size=15,  # ESA: a stride-2 3x3 conv then a 7x7 max pool (as RLFN's)
+        min_size=15,  # ESA: a stride-2 3x3 conv, then a 7x7 max pool of stride 3
     )
 )
